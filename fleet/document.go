@@ -1,0 +1,289 @@
+package fleet
+
+import (
+	"time"
+)
+
+// Firestore collections.
+const (
+	FleetsCollection   = "fleets"
+	ClustersCollection = "clusters"
+)
+
+// DefaultTombstoneRetention is how long a deleted fleet's tombstone is kept
+// before Firestore's TTL policy on expireAt removes it. It must exceed the
+// longest time an event can spend in Pub/Sub for a late upsert to be fenced
+// off; snapshots heal anything later.
+const DefaultTombstoneRetention = 24 * time.Hour
+
+// Document is a fleets/{Key.DocID} document: the newest state of one fleet,
+// or a tombstone that fences off late, older events once it is deleted.
+// Its JSON form is described by schemas/fleet_document.schema.json.
+type Document struct {
+	Cluster   string  `json:"cluster" firestore:"cluster"`
+	Namespace string  `json:"namespace" firestore:"namespace"`
+	Name      string  `json:"name" firestore:"name"`
+	Deleted   bool    `json:"deleted" firestore:"deleted"`
+	Version   Version `json:"version" firestore:"version"`
+
+	// The fleet's state; empty on tombstones.
+	UID         string            `json:"uid,omitempty" firestore:"uid,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty" firestore:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty" firestore:"annotations,omitempty"`
+	Spec        *Spec             `json:"spec,omitempty" firestore:"spec,omitempty"`
+	Status      *DocStatus        `json:"status,omitempty" firestore:"status,omitempty"`
+
+	Publisher Publisher `json:"publisher" firestore:"publisher"`
+	// ObservedAt is when the publisher saw this state (its clock);
+	// IngestedAt when the ingest function wrote it; LagMillis the difference.
+	ObservedAt time.Time `json:"observedAt" firestore:"observedAt"`
+	IngestedAt time.Time `json:"ingestedAt" firestore:"ingestedAt"`
+	LagMillis  int64     `json:"lagMillis" firestore:"lagMillis"`
+	// ExpireAt is set on tombstones only, for the Firestore TTL policy.
+	ExpireAt *time.Time `json:"expireAt,omitempty" firestore:"expireAt,omitempty"`
+}
+
+// DocStatus is a fleet's Status with the capacity still available, derived
+// for querying ("at least 10 rooms free").
+type DocStatus struct {
+	Replicas          int64                   `json:"replicas" firestore:"replicas"`
+	ReadyReplicas     int64                   `json:"readyReplicas" firestore:"readyReplicas"`
+	ReservedReplicas  int64                   `json:"reservedReplicas" firestore:"reservedReplicas"`
+	AllocatedReplicas int64                   `json:"allocatedReplicas" firestore:"allocatedReplicas"`
+	Allocations       int64                   `json:"allocations" firestore:"allocations"`
+	Players           DocCapacity             `json:"players" firestore:"players"`
+	Counters          map[string]DocAggregate `json:"counters" firestore:"counters"`
+	Lists             map[string]DocAggregate `json:"lists" firestore:"lists"`
+}
+
+// DocCapacity is a count against a capacity, with what is still available.
+type DocCapacity struct {
+	Count     int64 `json:"count" firestore:"count"`
+	Capacity  int64 `json:"capacity" firestore:"capacity"`
+	Available int64 `json:"available" firestore:"available"`
+}
+
+// DocAggregate is an Aggregate with Available = max(0, Capacity - Count).
+type DocAggregate struct {
+	Count             int64 `json:"count" firestore:"count"`
+	Capacity          int64 `json:"capacity" firestore:"capacity"`
+	AllocatedCount    int64 `json:"allocatedCount" firestore:"allocatedCount"`
+	AllocatedCapacity int64 `json:"allocatedCapacity" firestore:"allocatedCapacity"`
+	Available         int64 `json:"available" firestore:"available"`
+}
+
+// ClusterDocument is a clusters/{cluster} document. Only snapshots write it
+// (every --snapshot-interval), never fleet events: many concurrent
+// transactions on one document abort in Firestore.
+type ClusterDocument struct {
+	Cluster   string            `json:"cluster" firestore:"cluster"`
+	Labels    map[string]string `json:"labels" firestore:"labels"`
+	Publisher Publisher         `json:"publisher" firestore:"publisher"`
+	// SnapshotVersion is the version of the newest snapshot applied.
+	SnapshotVersion Version `json:"snapshotVersion" firestore:"snapshotVersion"`
+	SnapshotParts   int64   `json:"snapshotParts" firestore:"snapshotParts"`
+	// HeartbeatAt is when the publisher took that snapshot (its clock).
+	HeartbeatAt time.Time `json:"heartbeatAt" firestore:"heartbeatAt"`
+	IngestedAt  time.Time `json:"ingestedAt" firestore:"ingestedAt"`
+	FleetCount  int64     `json:"fleetCount" firestore:"fleetCount"`
+	Totals      DocStatus `json:"totals" firestore:"totals"`
+}
+
+// Key returns the document's fleet key.
+func (d *Document) Key() Key { return Key{Cluster: d.Cluster, Namespace: d.Namespace, Name: d.Name} }
+
+// State returns the fleet state a live document holds.
+func (d *Document) State() State {
+	s := State{UID: d.UID, Labels: d.Labels, Annotations: d.Annotations}
+	if d.Spec != nil {
+		s.Spec = *d.Spec
+	}
+	if d.Status != nil {
+		s.Status = d.Status.Status()
+	}
+	return s
+}
+
+// Outcome says what applying an event to a stored document did.
+type Outcome string
+
+// Outcomes of applying an event.
+const (
+	// OutcomeCreated: the fleet had no document; it has one now.
+	OutcomeCreated Outcome = "created"
+	// OutcomeUpdated: a newer state replaced the stored one.
+	OutcomeUpdated Outcome = "updated"
+	// OutcomeRevived: a newer upsert replaced a tombstone (re-created fleet).
+	OutcomeRevived Outcome = "revived"
+	// OutcomeDeleted: the document became (or stays, newer) a tombstone.
+	OutcomeDeleted Outcome = "deleted"
+	// OutcomeDuplicate: the stored version equals the event's; no write.
+	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeStale: the stored version is newer than the event's; no write.
+	OutcomeStale Outcome = "stale"
+)
+
+// Writes reports whether the outcome writes the document.
+func (o Outcome) Writes() bool {
+	return o != OutcomeDuplicate && o != OutcomeStale
+}
+
+// ApplyFleetEvent decides what an upsert or delete does to the stored
+// document (nil when there is none) and returns the document to write, or
+// nil when nothing may be written.
+//
+// Only a strictly newer version is applied. A newer version is applied even
+// when it carries the state already stored: the stored version is the fence
+// against older events still in flight, and not advancing it would let one
+// of them overwrite the newer state. (A state S at 1, S' at 2 and S again at
+// 3, delivered 1, 3, 2, must end as S.) Redeliveries of one event carry the
+// same version and write nothing.
+func ApplyFleetEvent(stored *Document, ev Event, now time.Time, retention time.Duration) (*Document, Outcome) {
+	if stored != nil {
+		switch c := ev.Version.Compare(stored.Version); {
+		case c == 0:
+			return nil, OutcomeDuplicate
+		case c < 0:
+			return nil, OutcomeStale
+		}
+	}
+	now = now.Truncate(time.Microsecond).UTC()
+	observed := ev.ObservedAt.Time()
+	if ev.Kind == KindDelete {
+		return Tombstone(ev.Key(), ev.Version, ev.Publisher, observed, now, retention), OutcomeDeleted
+	}
+	d := &Document{
+		Cluster:     ev.Cluster,
+		Namespace:   ev.Namespace,
+		Name:        ev.Name,
+		Version:     ev.Version,
+		UID:         ev.Fleet.UID,
+		Labels:      ev.Fleet.Labels,
+		Annotations: ev.Fleet.Annotations,
+		Spec:        &ev.Fleet.Spec,
+		Status:      NewDocStatus(ev.Fleet.Status),
+		Publisher:   ev.Publisher,
+		ObservedAt:  observed,
+		IngestedAt:  now,
+		LagMillis:   now.Sub(observed).Milliseconds(),
+	}
+	switch {
+	case stored == nil:
+		return d, OutcomeCreated
+	case stored.Deleted:
+		return d, OutcomeRevived
+	default:
+		return d, OutcomeUpdated
+	}
+}
+
+// Tombstone returns the document of a deleted fleet at version v.
+func Tombstone(k Key, v Version, p Publisher, observed, now time.Time, retention time.Duration) *Document {
+	now = now.Truncate(time.Microsecond).UTC()
+	expire := now.Add(retention)
+	return &Document{
+		Cluster:    k.Cluster,
+		Namespace:  k.Namespace,
+		Name:       k.Name,
+		Deleted:    true,
+		Version:    v,
+		Publisher:  p,
+		ObservedAt: observed,
+		IngestedAt: now,
+		LagMillis:  now.Sub(observed).Milliseconds(),
+		ExpireAt:   &expire,
+	}
+}
+
+// ReconcileSnapshot decides whether a snapshot part makes the stored
+// document a tombstone: when it is live, inside the part's range, absent from
+// it, and older than the snapshot. A fleet the publisher had when it took
+// the snapshot is listed; one it created later has a newer version. What is
+// left was deleted before the snapshot, possibly while no publisher ran.
+func ReconcileSnapshot(stored *Document, snap Event, now time.Time, retention time.Duration) *Document {
+	ref := stored.Key().Ref()
+	if stored.Deleted || stored.Cluster != snap.Cluster || !snap.Snapshot.Covers(ref) ||
+		snap.Snapshot.Lists(ref) || stored.Version.Compare(snap.Version) >= 0 {
+		return nil
+	}
+	return Tombstone(stored.Key(), snap.Version, snap.Publisher, snap.ObservedAt.Time(), now, retention)
+}
+
+// ApplySnapshotToCluster returns the cluster document a snapshot part
+// writes, or nil when the stored one is from the same or a newer snapshot
+// (the other parts of one snapshot write nothing more).
+func ApplySnapshotToCluster(stored *ClusterDocument, snap Event, now time.Time) *ClusterDocument {
+	if stored != nil && snap.Version.Compare(stored.SnapshotVersion) <= 0 {
+		return nil
+	}
+	now = now.Truncate(time.Microsecond).UTC()
+	return &ClusterDocument{
+		Cluster:         snap.Cluster,
+		Labels:          nonNil(snap.Snapshot.ClusterLabels),
+		Publisher:       snap.Publisher,
+		SnapshotVersion: snap.Version,
+		SnapshotParts:   int64(snap.Snapshot.Parts),
+		HeartbeatAt:     snap.ObservedAt.Time(),
+		IngestedAt:      now,
+		FleetCount:      snap.Snapshot.FleetCount,
+		Totals:          *NewDocStatus(snap.Snapshot.Totals),
+	}
+}
+
+// NewDocStatus derives the stored status, with available capacities.
+func NewDocStatus(s Status) *DocStatus {
+	return &DocStatus{
+		Replicas:          s.Replicas,
+		ReadyReplicas:     s.ReadyReplicas,
+		ReservedReplicas:  s.ReservedReplicas,
+		AllocatedReplicas: s.AllocatedReplicas,
+		Allocations:       s.Allocations,
+		Players:           DocCapacity{Count: s.Players.Count, Capacity: s.Players.Capacity, Available: available(s.Players.Capacity, s.Players.Count)},
+		Counters:          docAggregates(s.Counters),
+		Lists:             docAggregates(s.Lists),
+	}
+}
+
+// Status returns the status without the derived fields.
+func (d *DocStatus) Status() Status {
+	s := Status{
+		Replicas:          d.Replicas,
+		ReadyReplicas:     d.ReadyReplicas,
+		ReservedReplicas:  d.ReservedReplicas,
+		AllocatedReplicas: d.AllocatedReplicas,
+		Allocations:       d.Allocations,
+		Players:           Players{Count: d.Players.Count, Capacity: d.Players.Capacity},
+	}
+	if len(d.Counters) > 0 {
+		s.Counters = make(map[string]Aggregate, len(d.Counters))
+		for k, a := range d.Counters {
+			s.Counters[k] = Aggregate{Count: a.Count, Capacity: a.Capacity, AllocatedCount: a.AllocatedCount, AllocatedCapacity: a.AllocatedCapacity}
+		}
+	}
+	if len(d.Lists) > 0 {
+		s.Lists = make(map[string]Aggregate, len(d.Lists))
+		for k, a := range d.Lists {
+			s.Lists[k] = Aggregate{Count: a.Count, Capacity: a.Capacity, AllocatedCount: a.AllocatedCount, AllocatedCapacity: a.AllocatedCapacity}
+		}
+	}
+	return s
+}
+
+func docAggregates(m map[string]Aggregate) map[string]DocAggregate {
+	out := make(map[string]DocAggregate, len(m))
+	for k, a := range m {
+		out[k] = DocAggregate{
+			Count:             a.Count,
+			Capacity:          a.Capacity,
+			AllocatedCount:    a.AllocatedCount,
+			AllocatedCapacity: a.AllocatedCapacity,
+			Available:         available(a.Capacity, a.Count),
+		}
+	}
+	return out
+}
+
+// available is capacity - count, never negative: a game server may report
+// a count above its capacity while it shrinks, and "-3 rooms free" would
+// make sums of availability lie.
+func available(capacity, count int64) int64 { return max(0, capacity-count) }

@@ -1,0 +1,299 @@
+package fleet
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// State is the compact projection of one Agones Fleet that an upsert
+// carries. JSON names follow Agones' own fields.
+type State struct {
+	UID         string            `json:"uid"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	Spec        Spec              `json:"spec"`
+	Status      Status            `json:"status"`
+}
+
+// Spec is the part of a Fleet's spec that matchmakers and autoscalers use.
+type Spec struct {
+	Replicas int64 `json:"replicas" firestore:"replicas"`
+	// Scheduling is "Packed" or "Distributed"; empty when nothing defaulted it.
+	Scheduling string `json:"scheduling" firestore:"scheduling"`
+	// StrategyType is "RollingUpdate" or "Recreate"; empty when unset.
+	StrategyType string `json:"strategyType" firestore:"strategyType"`
+}
+
+// Status is a Fleet's status as Agones aggregates it over its game servers.
+// A snapshot carries the same shape summed over a whole cluster.
+type Status struct {
+	Replicas          int64                `json:"replicas"`
+	ReadyReplicas     int64                `json:"readyReplicas"`
+	ReservedReplicas  int64                `json:"reservedReplicas"`
+	AllocatedReplicas int64                `json:"allocatedReplicas"`
+	Allocations       int64                `json:"allocations"`
+	Players           Players              `json:"players"`
+	Counters          map[string]Aggregate `json:"counters"`
+	Lists             map[string]Aggregate `json:"lists"`
+}
+
+// Players is the player tracking aggregate (alpha in Agones).
+type Players struct {
+	Count    int64 `json:"count"`
+	Capacity int64 `json:"capacity"`
+}
+
+// Aggregate is a counter or list aggregated over a fleet's game servers.
+type Aggregate struct {
+	Count             int64 `json:"count"`
+	Capacity          int64 `json:"capacity"`
+	AllocatedCount    int64 `json:"allocatedCount"`
+	AllocatedCapacity int64 `json:"allocatedCapacity"`
+}
+
+// Limits on what an event may carry. Kubernetes already bounds labels; the
+// others keep one fleet's document far below Firestore's 1 MiB and every
+// indexed value below its 1500-byte index entry limit.
+const (
+	MaxLabels          = 256
+	MaxAnnotations     = 64
+	MaxAnnotationValue = 4096
+	MaxAggregates      = 1000 // Agones' CRD: maxProperties of counters and lists
+	MaxAggregateKey    = 256
+	MaxUIDLen          = 128
+)
+
+// Add sums o into s, key by key for counters and lists.
+func (s *Status) Add(o Status) {
+	s.Replicas += o.Replicas
+	s.ReadyReplicas += o.ReadyReplicas
+	s.ReservedReplicas += o.ReservedReplicas
+	s.AllocatedReplicas += o.AllocatedReplicas
+	s.Allocations += o.Allocations
+	s.Players.Count += o.Players.Count
+	s.Players.Capacity += o.Players.Capacity
+	s.Counters = addAggregates(s.Counters, o.Counters)
+	s.Lists = addAggregates(s.Lists, o.Lists)
+}
+
+func addAggregates(dst, src map[string]Aggregate) map[string]Aggregate {
+	if len(src) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = make(map[string]Aggregate, len(src))
+	}
+	for k, v := range src {
+		d := dst[k]
+		d.Count += v.Count
+		d.Capacity += v.Capacity
+		d.AllocatedCount += v.AllocatedCount
+		d.AllocatedCapacity += v.AllocatedCapacity
+		dst[k] = d
+	}
+	return dst
+}
+
+// Equal reports whether s and o carry the same state. Nil and empty maps
+// are equal: neither Kubernetes nor Firestore tells them apart reliably.
+func (s State) Equal(o State) bool {
+	return s.UID == o.UID &&
+		maps.Equal(s.Labels, o.Labels) &&
+		maps.Equal(s.Annotations, o.Annotations) &&
+		s.Spec == o.Spec &&
+		s.Status.Equal(o.Status)
+}
+
+// Equal reports whether s and o are the same status.
+func (s Status) Equal(o Status) bool {
+	return s.Replicas == o.Replicas &&
+		s.ReadyReplicas == o.ReadyReplicas &&
+		s.ReservedReplicas == o.ReservedReplicas &&
+		s.AllocatedReplicas == o.AllocatedReplicas &&
+		s.Allocations == o.Allocations &&
+		s.Players == o.Players &&
+		maps.Equal(s.Counters, o.Counters) &&
+		maps.Equal(s.Lists, o.Lists)
+}
+
+// Clone returns a deep copy of s, so that callers may keep it while the
+// source (for example an informer's cache) changes.
+func (s State) Clone() State {
+	s.Labels = maps.Clone(s.Labels)
+	s.Annotations = maps.Clone(s.Annotations)
+	s.Status.Counters = maps.Clone(s.Status.Counters)
+	s.Status.Lists = maps.Clone(s.Status.Lists)
+	return s
+}
+
+// Validate reports the first reason s cannot be stored, naming the field.
+func (s State) Validate() error {
+	if len(s.UID) > MaxUIDLen || !printable(s.UID) {
+		return fmt.Errorf("%w: fleet.uid: must be at most %d printable characters", ErrInvalid, MaxUIDLen)
+	}
+	if err := ValidateLabels("fleet.labels", s.Labels); err != nil {
+		return err
+	}
+	if len(s.Annotations) > MaxAnnotations {
+		return fmt.Errorf("%w: fleet.annotations: %d entries, at most %d", ErrInvalid, len(s.Annotations), MaxAnnotations)
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Annotations)) {
+		if err := validateQualifiedName(k); err != nil {
+			return fmt.Errorf("%w: fleet.annotations key %q: %v", ErrInvalid, k, err)
+		}
+		if v := s.Annotations[k]; len(v) > MaxAnnotationValue || !utf8.ValidString(v) {
+			return fmt.Errorf("%w: fleet.annotations[%q]: value must be valid UTF-8 of at most %d bytes", ErrInvalid, k, MaxAnnotationValue)
+		}
+	}
+	switch s.Spec.Scheduling {
+	case "", "Packed", "Distributed":
+	default:
+		return fmt.Errorf("%w: fleet.spec.scheduling %q: must be Packed or Distributed", ErrInvalid, s.Spec.Scheduling)
+	}
+	switch s.Spec.StrategyType {
+	case "", "RollingUpdate", "Recreate":
+	default:
+		return fmt.Errorf("%w: fleet.spec.strategyType %q: must be RollingUpdate or Recreate", ErrInvalid, s.Spec.StrategyType)
+	}
+	if s.Spec.Replicas < 0 {
+		return fmt.Errorf("%w: fleet.spec.replicas %d: must not be negative", ErrInvalid, s.Spec.Replicas)
+	}
+	return s.Status.validate("fleet.status")
+}
+
+func (s Status) validate(field string) error {
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{
+		{"replicas", s.Replicas},
+		{"readyReplicas", s.ReadyReplicas},
+		{"reservedReplicas", s.ReservedReplicas},
+		{"allocatedReplicas", s.AllocatedReplicas},
+		{"allocations", s.Allocations},
+		{"players.count", s.Players.Count},
+		{"players.capacity", s.Players.Capacity},
+	} {
+		if n.v < 0 {
+			return fmt.Errorf("%w: %s.%s %d: must not be negative", ErrInvalid, field, n.name, n.v)
+		}
+	}
+	if err := validateAggregates(field+".counters", s.Counters); err != nil {
+		return err
+	}
+	return validateAggregates(field+".lists", s.Lists)
+}
+
+func validateAggregates(field string, m map[string]Aggregate) error {
+	if len(m) > MaxAggregates {
+		return fmt.Errorf("%w: %s: %d entries, at most %d", ErrInvalid, field, len(m), MaxAggregates)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if err := validateFieldName(k, MaxAggregateKey); err != nil {
+			return fmt.Errorf("%w: %s key %q: %v", ErrInvalid, field, k, err)
+		}
+		a := m[k]
+		if a.Count < 0 || a.Capacity < 0 || a.AllocatedCount < 0 || a.AllocatedCapacity < 0 {
+			return fmt.Errorf("%w: %s[%q]: counts and capacities must not be negative", ErrInvalid, field, k)
+		}
+	}
+	return nil
+}
+
+// ValidateLabels checks a label map as Kubernetes would (qualified-name keys,
+// values of at most 63 characters) and bounds its size. field names it in
+// errors.
+func ValidateLabels(field string, labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return fmt.Errorf("%w: %s: %d entries, at most %d", ErrInvalid, field, len(labels), MaxLabels)
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if err := validateQualifiedName(k); err != nil {
+			return fmt.Errorf("%w: %s key %q: %v", ErrInvalid, field, k, err)
+		}
+		if err := validateLabelValue(labels[k]); err != nil {
+			return fmt.Errorf("%w: %s[%q]: %v", ErrInvalid, field, k, err)
+		}
+	}
+	return nil
+}
+
+// validateQualifiedName is Kubernetes' rule for label and annotation keys:
+// an optional DNS-1123 subdomain prefix and "/", then a name of at most 63
+// characters of [A-Za-z0-9-_.] starting and ending alphanumeric.
+func validateQualifiedName(k string) error {
+	name := k
+	if i := strings.IndexByte(k, '/'); i >= 0 {
+		if err := validateDNSSubdomain(k[:i]); err != nil {
+			return fmt.Errorf("prefix %v", err)
+		}
+		name = k[i+1:]
+	}
+	if name == "" {
+		return fmt.Errorf("name must not be empty")
+	}
+	if len(name) > maxLabelLen {
+		return fmt.Errorf("name must be at most %d characters", maxLabelLen)
+	}
+	if !isLabelish(name) {
+		return fmt.Errorf("name must consist of alphanumeric characters, '-', '_' or '.', and start and end with an alphanumeric character")
+	}
+	return nil
+}
+
+func validateLabelValue(v string) error {
+	if v == "" {
+		return nil
+	}
+	if len(v) > maxLabelLen {
+		return fmt.Errorf("value must be at most %d characters", maxLabelLen)
+	}
+	if !isLabelish(v) {
+		return fmt.Errorf("value must consist of alphanumeric characters, '-', '_' or '.', and start and end with an alphanumeric character")
+	}
+	return nil
+}
+
+func isLabelish(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := isLowerAlnum(c) || ('A' <= c && c <= 'Z')
+		if !alnum && (i == 0 || i == len(s)-1 || (c != '-' && c != '_' && c != '.')) {
+			return false
+		}
+	}
+	return true
+}
+
+// validateFieldName accepts a user-defined key (a counter or list name) as a
+// Firestore map key: valid UTF-8, printable, bounded, and not of the form
+// __name__ that Firestore reserves.
+func validateFieldName(k string, maxLen int) error {
+	switch {
+	case k == "":
+		return fmt.Errorf("must not be empty")
+	case len(k) > maxLen:
+		return fmt.Errorf("must be at most %d bytes", maxLen)
+	case !printable(k):
+		return fmt.Errorf("must be printable UTF-8")
+	case len(k) >= 4 && strings.HasPrefix(k, "__") && strings.HasSuffix(k, "__"):
+		return fmt.Errorf("must not match __.*__ (reserved by Firestore)")
+	}
+	return nil
+}
+
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
