@@ -1,0 +1,232 @@
+// Package firestoredb applies fleet events to Firestore: one document per
+// fleet in "fleets", one per cluster in "clusters". Every write is a
+// compare-and-set on the stored version inside a transaction on a single
+// document, so duplicates and reordered deliveries converge on the newest
+// state and nothing is written when the stored document already reflects
+// the event.
+package firestoredb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/api/iterator"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fleetcast/fleetcast/fleet"
+)
+
+// reconcileWorkers bounds the tombstone transactions one snapshot part runs
+// at once: they touch distinct documents, so they do not contend.
+const reconcileWorkers = 8
+
+// Store applies events to one Firestore database.
+type Store struct {
+	client    *firestore.Client
+	retention time.Duration
+	now       func() time.Time
+}
+
+// New returns a Store writing through client. Tombstones expire retention
+// after they are written; now is the clock for ingestedAt and expireAt.
+func New(client *firestore.Client, retention time.Duration, now func() time.Time) *Store {
+	return &Store{client: client, retention: retention, now: now}
+}
+
+// Result reports what applying one event did.
+type Result struct {
+	// Outcome of an upsert or delete; empty for snapshots.
+	Outcome fleet.Outcome
+	// Writes counts the documents written.
+	Writes int
+	// Tombstoned counts the fleets a snapshot part found gone.
+	Tombstoned int
+	// ClusterUpdated reports whether a snapshot wrote the cluster document.
+	ClusterUpdated bool
+	// LagMillis is ingestion time minus the event's observedAt.
+	LagMillis int64
+}
+
+// Apply applies one validated event. Errors are transient (Firestore
+// unavailable, transaction contention beyond its retries, cancellation):
+// the caller should have the message redelivered.
+func (s *Store) Apply(ctx context.Context, ev fleet.Event) (Result, error) {
+	switch ev.Kind {
+	case fleet.KindUpsert, fleet.KindDelete:
+		return s.applyFleetEvent(ctx, ev)
+	case fleet.KindSnapshot:
+		return s.applySnapshot(ctx, ev)
+	}
+	return Result{}, fmt.Errorf("apply: %w: kind %q", fleet.ErrInvalid, ev.Kind)
+}
+
+// FleetRef returns the document reference of a fleet.
+func (s *Store) FleetRef(k fleet.Key) *firestore.DocumentRef {
+	return s.client.Collection(fleet.FleetsCollection).Doc(k.DocID())
+}
+
+// ClusterRef returns the document reference of a cluster.
+func (s *Store) ClusterRef(cluster string) *firestore.DocumentRef {
+	return s.client.Collection(fleet.ClustersCollection).Doc(cluster)
+}
+
+func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (Result, error) {
+	ref := s.FleetRef(ev.Key())
+	var res Result
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		stored, err := getFleet(tx, ref)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		next, outcome := fleet.ApplyFleetEvent(stored, ev, now, s.retention)
+		res = Result{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
+		if next == nil {
+			return nil
+		}
+		res.Writes = 1
+		return tx.Set(ref, next)
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("apply %s %s at %v: %w", ev.Kind, ev.Key(), ev.Version, err)
+	}
+	return res, nil
+}
+
+// applySnapshot reconciles the part's key range, then records the heartbeat
+// on the cluster document. Both steps are idempotent, so a redelivered part
+// repeats nothing that was done.
+func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (Result, error) {
+	now := s.now()
+	res := Result{LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
+	n, err := s.reconcile(ctx, ev)
+	res.Tombstoned, res.Writes = n, n
+	if err != nil {
+		return res, fmt.Errorf("reconcile snapshot %s at %v part %d/%d: %w", ev.Cluster, ev.Version, ev.Snapshot.Part+1, ev.Snapshot.Parts, err)
+	}
+	ref := s.ClusterRef(ev.Cluster)
+	err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		res.ClusterUpdated = false
+		var stored *fleet.ClusterDocument
+		snap, err := tx.Get(ref)
+		switch {
+		case status.Code(err) == codes.NotFound:
+		case err != nil:
+			return err
+		default:
+			stored = new(fleet.ClusterDocument)
+			if err := snap.DataTo(stored); err != nil {
+				return fmt.Errorf("decode %s: %w", ref.Path, err)
+			}
+		}
+		next := fleet.ApplySnapshotToCluster(stored, ev, s.now())
+		if next == nil {
+			return nil
+		}
+		res.ClusterUpdated = true
+		return tx.Set(ref, next)
+	})
+	if err != nil {
+		return res, fmt.Errorf("update cluster %s from snapshot at %v: %w", ev.Cluster, ev.Version, err)
+	}
+	if res.ClusterUpdated {
+		res.Writes++
+	}
+	return res, nil
+}
+
+// reconcile tombstones the live fleets in the part's range that the part
+// does not list and that are older than the snapshot. It reads only the
+// fields the decision needs.
+func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, error) {
+	lo, hi := fleet.ClusterPrefix(ev.Cluster)
+	if start := ev.Snapshot.Start; !start.IsZero() {
+		lo = start.Key(ev.Cluster).DocID()
+	}
+	if end := ev.Snapshot.End; !end.IsZero() {
+		hi = end.Key(ev.Cluster).DocID()
+	}
+	coll := s.client.Collection(fleet.FleetsCollection)
+	it := coll.Where(firestore.DocumentID, ">=", coll.Doc(lo)).
+		Where(firestore.DocumentID, "<", coll.Doc(hi)).
+		Select("cluster", "namespace", "name", "deleted", "version").
+		Documents(ctx)
+	defer it.Stop()
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(reconcileWorkers)
+	var tombstoned atomic.Int64
+	for {
+		snap, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			_ = g.Wait()
+			return int(tombstoned.Load()), fmt.Errorf("list fleets of %s in [%s, %s): %w", ev.Cluster, lo, hi, err)
+		}
+		var d fleet.Document
+		if err := snap.DataTo(&d); err != nil {
+			_ = g.Wait()
+			return int(tombstoned.Load()), fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
+		}
+		if fleet.ReconcileSnapshot(&d, ev, s.now(), s.retention) == nil {
+			continue
+		}
+		ref := snap.Ref
+		g.Go(func() error {
+			done, err := s.tombstone(gctx, ref, ev)
+			if done {
+				tombstoned.Add(1)
+			}
+			return err
+		})
+	}
+	err := g.Wait()
+	return int(tombstoned.Load()), err
+}
+
+// tombstone re-reads one document in a transaction and tombstones it if the
+// snapshot still says so: an upsert may have landed since the query.
+func (s *Store) tombstone(ctx context.Context, ref *firestore.DocumentRef, ev fleet.Event) (bool, error) {
+	var done bool
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		done = false
+		stored, err := getFleet(tx, ref)
+		if err != nil || stored == nil {
+			return err
+		}
+		next := fleet.ReconcileSnapshot(stored, ev, s.now(), s.retention)
+		if next == nil {
+			return nil
+		}
+		done = true
+		return tx.Set(ref, next)
+	})
+	if err != nil {
+		return false, fmt.Errorf("tombstone %s: %w", ref.ID, err)
+	}
+	return done, nil
+}
+
+// getFleet reads a fleet document in tx; nil when there is none.
+func getFleet(tx *firestore.Transaction, ref *firestore.DocumentRef) (*fleet.Document, error) {
+	snap, err := tx.Get(ref)
+	if status.Code(err) == codes.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var d fleet.Document
+	if err := snap.DataTo(&d); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", ref.Path, err)
+	}
+	return &d, nil
+}

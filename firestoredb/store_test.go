@@ -1,0 +1,223 @@
+package firestoredb_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/firestoredb"
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/internal/emulator"
+)
+
+func newStore(tb testing.TB) (*firestoredb.Store, *firestore.Client) {
+	tb.Helper()
+	c := emulator.Firestore(tb, emulator.ProjectID(tb))
+	return firestoredb.New(c, time.Hour, time.Now), c
+}
+
+func upsert(name string, term, seq, ready int64) fleet.Event {
+	return fleet.Event{
+		SchemaVersion: fleet.SchemaVersion,
+		Kind:          fleet.KindUpsert,
+		Cluster:       "pc",
+		Version:       fleet.Version{Term: term, Seq: seq},
+		ObservedAt:    fleet.MicrosOf(time.Now()),
+		Publisher:     fleet.Publisher{ID: "pub-a", Version: "test"},
+		Namespace:     "default",
+		Name:          name,
+		Fleet: fleet.State{
+			UID:    "uid-" + name,
+			Labels: map[string]string{"app.kubernetes.io/version": "1.2.3"},
+			Status: fleet.Status{ReadyReplicas: ready, Counters: map[string]fleet.Aggregate{"rooms": {Count: 1, Capacity: 4}}},
+		},
+	}
+}
+
+func snapshot(term, seq int64, parts []fleet.Snapshot, part int) fleet.Event {
+	e := upsert("x", term, seq, 0)
+	e.Kind, e.Namespace, e.Name, e.Fleet = fleet.KindSnapshot, "", "", fleet.State{}
+	e.Snapshot = parts[part]
+	for _, p := range parts {
+		e.Snapshot.FleetCount += int64(len(p.Fleets))
+	}
+	return e
+}
+
+func get(tb testing.TB, s *firestoredb.Store, name string) (*fleet.Document, *firestore.DocumentSnapshot) {
+	tb.Helper()
+	snap, err := s.FleetRef(fleet.Key{Cluster: "pc", Namespace: "default", Name: name}).Get(tb.Context())
+	require.NoError(tb, err)
+	var d fleet.Document
+	require.NoError(tb, snap.DataTo(&d))
+	return &d, snap
+}
+
+func TestApplyConvergesOnTheNewestVersionUnderConcurrency(t *testing.T) {
+	s, _ := newStore(t)
+	// 12 versions of one fleet applied at once, each twice: transactions on
+	// one document serialise, and whatever the order the newest wins.
+	var wg sync.WaitGroup
+	results := make(chan firestoredb.Result, 24)
+	for seq := int64(1); seq <= 12; seq++ {
+		for range 2 {
+			wg.Go(func() {
+				res, err := s.Apply(t.Context(), upsert("hot", 1, seq, seq))
+				assert.NoError(t, err)
+				results <- res
+			})
+		}
+	}
+	wg.Wait()
+	close(results)
+	d, _ := get(t, s, "hot")
+	assert.Equal(t, fleet.Version{Term: 1, Seq: 12}, d.Version)
+	assert.Equal(t, int64(12), d.Status.ReadyReplicas)
+	outcomes := map[fleet.Outcome]int{}
+	for r := range results {
+		outcomes[r.Outcome]++
+	}
+	assert.Equal(t, 1, outcomes[fleet.OutcomeCreated], "%v", outcomes)
+	assert.GreaterOrEqual(t, outcomes[fleet.OutcomeDuplicate]+outcomes[fleet.OutcomeStale], 12, "at least one of each pair and every overtaken version write nothing: %v", outcomes)
+}
+
+func TestDuplicateAndStaleEventsWriteNothing(t *testing.T) {
+	s, _ := newStore(t)
+	res, err := s.Apply(t.Context(), upsert("a", 1, 2, 5))
+	require.NoError(t, err)
+	require.Equal(t, fleet.OutcomeCreated, res.Outcome)
+	_, before := get(t, s, "a")
+	for _, ev := range []fleet.Event{upsert("a", 1, 2, 5), upsert("a", 1, 1, 9)} {
+		res, err := s.Apply(t.Context(), ev)
+		require.NoError(t, err)
+		assert.Zero(t, res.Writes)
+	}
+	_, after := get(t, s, "a")
+	assert.Equal(t, before.UpdateTime, after.UpdateTime, "no write: the update time is unchanged")
+}
+
+func TestSnapshotPartsReconcileOnlyTheirRange(t *testing.T) {
+	s, c := newStore(t)
+	ctx := t.Context()
+	// Live fleets a..f at term 1; the snapshot at term 2 lists b and e.
+	for i, n := range []string{"a", "b", "c", "d", "e", "f"} {
+		_, err := s.Apply(ctx, upsert(n, 1, int64(i+1), 1))
+		require.NoError(t, err)
+	}
+	// Another cluster's fleet, which no snapshot of "pc" may touch.
+	other := upsert("a", 1, 1, 1)
+	other.Cluster = "pc-eu"
+	_, err := s.Apply(ctx, other)
+	require.NoError(t, err)
+
+	entry := func(n string, seq int64) fleet.SnapshotEntry {
+		return fleet.SnapshotEntry{Namespace: "default", Name: n, Version: fleet.Version{Term: 1, Seq: seq}}
+	}
+	parts := fleet.SplitSnapshot([]fleet.SnapshotEntry{entry("b", 2), entry("e", 5)}, 80)
+	require.Equal(t, 2, len(parts))
+	require.Equal(t, "e", parts[1].Start.Name)
+
+	// Part 2 first: it covers [e, ...) and tombstones only f.
+	res, err := s.Apply(ctx, snapshot(2, 1, parts, 1))
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Tombstoned)
+	assert.True(t, res.ClusterUpdated)
+	for n, deleted := range map[string]bool{"a": false, "c": false, "d": false, "e": false, "f": true} {
+		d, _ := get(t, s, n)
+		assert.Equal(t, deleted, d.Deleted, n)
+	}
+	// Part 1 then tombstones a, c and d; the cluster document is already
+	// at this snapshot and is not written again.
+	res, err = s.Apply(ctx, snapshot(2, 1, parts, 0))
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Tombstoned)
+	assert.False(t, res.ClusterUpdated)
+	for n, deleted := range map[string]bool{"a": true, "b": false, "c": true, "d": true, "e": false} {
+		d, _ := get(t, s, n)
+		assert.Equal(t, deleted, d.Deleted, n)
+		if deleted {
+			assert.Equal(t, fleet.Version{Term: 2, Seq: 1}, d.Version)
+			assert.NotNil(t, d.ExpireAt)
+		}
+	}
+	// A redelivered part finds nothing more to do.
+	res, err = s.Apply(ctx, snapshot(2, 1, parts, 0))
+	require.NoError(t, err)
+	assert.Zero(t, res.Writes)
+
+	snap, err := c.Collection(fleet.FleetsCollection).Doc(other.Key().DocID()).Get(ctx)
+	require.NoError(t, err)
+	deleted, err := snap.DataAt("deleted")
+	require.NoError(t, err)
+	assert.Equal(t, false, deleted, "another cluster's fleet is untouched")
+
+	var cluster fleet.ClusterDocument
+	snap, err = s.ClusterRef("pc").Get(ctx)
+	require.NoError(t, err)
+	require.NoError(t, snap.DataTo(&cluster))
+	assert.Equal(t, int64(2), cluster.FleetCount)
+	assert.Equal(t, fleet.Version{Term: 2, Seq: 1}, cluster.SnapshotVersion)
+}
+
+// BenchmarkApply measures the ingest core against the Firestore emulator:
+// events per second and documents written per event.
+func BenchmarkApply(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		workers int
+		repeat  bool // re-apply the same event: a redelivery
+	}{
+		{"changed/sequential", 1, false},
+		{"changed/8-workers", 8, false},
+		{"unchanged-repeat/sequential", 1, true},
+		{"unchanged-repeat/8-workers", 8, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, _ := newStore(b)
+			ctx := b.Context()
+			// One fleet per worker: distinct documents, no contention.
+			for w := range bc.workers {
+				_, err := s.Apply(ctx, upsert(fmt.Sprintf("f%d", w), 1, 1, 1))
+				require.NoError(b, err)
+			}
+			var mu sync.Mutex
+			writes := 0
+			var next [64]int64
+			work := make(chan int)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for w := range bc.workers {
+				wg.Go(func() {
+					for range work {
+						seq := int64(1)
+						if !bc.repeat {
+							next[w]++
+							seq = next[w] + 1
+						}
+						res, err := s.Apply(ctx, upsert(fmt.Sprintf("f%d", w), 1, seq, seq))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mu.Lock()
+						writes += res.Writes
+						mu.Unlock()
+					}
+				})
+			}
+			for i := range b.N {
+				work <- i
+			}
+			close(work)
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(writes)/float64(b.N), "writes/event")
+		})
+	}
+}

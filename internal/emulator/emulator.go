@@ -1,0 +1,108 @@
+// Package emulator connects tests to the Firestore and Pub/Sub emulators
+// that `make test` starts. A test that needs one calls Firestore or PubSub:
+// without the emulator the test fails when REQUIRE_EMULATORS=1 (the suite
+// run through make) and is skipped, with a one-line reason, when run bare.
+package emulator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"testing"
+
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
+	schema "cloud.google.com/go/pubsub/v2/apiv1"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Environment variables the emulators are found by.
+const (
+	FirestoreHostEnv = "FIRESTORE_EMULATOR_HOST"
+	PubSubHostEnv    = "PUBSUB_EMULATOR_HOST"
+	RequireEnv       = "REQUIRE_EMULATORS"
+)
+
+// Host returns the address in the environment variable name, or ends the
+// test: Fatal when the emulators are required, Skip otherwise.
+func Host(tb testing.TB, name string) string {
+	tb.Helper()
+	host := os.Getenv(name)
+	if host != "" {
+		return host
+	}
+	if os.Getenv(RequireEnv) == "1" {
+		tb.Fatalf("%s is not set but %s=1: start the emulators (make test does)", name, RequireEnv)
+	}
+	tb.Skipf("needs the emulator at %s; run make test", name)
+	return ""
+}
+
+// ProjectID returns a fresh project ID: each project is an isolated
+// database in the Firestore emulator and its own namespace in Pub/Sub.
+func ProjectID(tb testing.TB) string {
+	tb.Helper()
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatal(err)
+	}
+	return "test-" + hex.EncodeToString(b)
+}
+
+// Firestore returns a client of the Firestore emulator for project,
+// closed when the test ends.
+func Firestore(tb testing.TB, project string) *firestore.Client {
+	tb.Helper()
+	Host(tb, FirestoreHostEnv)
+	c, err := firestore.NewClient(context.Background(), project)
+	if err != nil {
+		tb.Fatalf("firestore client: %v", err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// PubSub returns a client of the Pub/Sub emulator for project, closed when
+// the test ends.
+func PubSub(tb testing.TB, project string) *pubsub.Client {
+	tb.Helper()
+	Host(tb, PubSubHostEnv)
+	c, err := pubsub.NewClient(context.Background(), project)
+	if err != nil {
+		tb.Fatalf("pubsub client: %v", err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// SchemaClient returns a Pub/Sub schema admin client of the emulator. The
+// generated admin clients do not read PUBSUB_EMULATOR_HOST themselves.
+func SchemaClient(tb testing.TB) *schema.SchemaClient {
+	tb.Helper()
+	host := Host(tb, PubSubHostEnv)
+	c, err := schema.NewSchemaClient(context.Background(), EmulatorOptions(host)...)
+	if err != nil {
+		tb.Fatalf("pubsub schema client: %v", err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// EmulatorOptions are the client options that reach an emulator at host:
+// plaintext, no credentials.
+func EmulatorOptions(host string) []option.ClientOption {
+	return []option.ClientOption{
+		option.WithEndpoint(host),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+	}
+}
+
+// String describes where the emulators are, for failure messages.
+func String() string {
+	return fmt.Sprintf("%s=%q %s=%q", FirestoreHostEnv, os.Getenv(FirestoreHostEnv), PubSubHostEnv, os.Getenv(PubSubHostEnv))
+}
