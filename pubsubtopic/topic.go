@@ -1,0 +1,81 @@
+// Package pubsubtopic maps fleet events onto Pub/Sub messages and creates
+// the fleet events topic with its Avro schema where Terraform does not (the
+// emulators, `make demo`).
+package pubsubtopic
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"cloud.google.com/go/pubsub/v2"
+	schema "cloud.google.com/go/pubsub/v2/apiv1"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/schemas"
+)
+
+// Attributes every fleet event message carries, so that subscriptions can
+// filter without decoding the payload. The payload stays authoritative.
+const (
+	AttrCluster       = "cluster"
+	AttrKind          = "kind"
+	AttrSchemaVersion = "schemaVersion"
+)
+
+// Message returns the Pub/Sub message of ev: its JSON encoding (validated
+// by the topic's Avro schema at publish), the attributes, and an ordering
+// key per fleet (per cluster for snapshots), so that Pub/Sub delivers one
+// fleet's events in publish order where it can. Correctness never depends on
+// that order: the versions decide.
+func Message(ev fleet.Event) (*pubsub.Message, error) {
+	data, err := fleet.EncodeEvent(ev)
+	if err != nil {
+		return nil, err
+	}
+	key := ev.Cluster
+	if ev.Kind != fleet.KindSnapshot {
+		key = ev.Key().DocID()
+	}
+	return &pubsub.Message{
+		Data:        data,
+		OrderingKey: key,
+		Attributes: map[string]string{
+			AttrCluster:       ev.Cluster,
+			AttrKind:          string(ev.Kind),
+			AttrSchemaVersion: strconv.Itoa(ev.SchemaVersion),
+		},
+	}, nil
+}
+
+// EnsureTopic creates, unless they exist, the Avro schema schemaID and the
+// topic topicID that validates messages against it with JSON encoding, in
+// the client's project.
+func EnsureTopic(ctx context.Context, client *pubsub.Client, schemaClient *schema.SchemaClient, topicID, schemaID string) error {
+	project := client.Project()
+	schemaName := fmt.Sprintf("projects/%s/schemas/%s", project, schemaID)
+	_, err := schemaClient.CreateSchema(ctx, &pubsubpb.CreateSchemaRequest{
+		Parent:   "projects/" + project,
+		SchemaId: schemaID,
+		Schema:   &pubsubpb.Schema{Type: pubsubpb.Schema_AVRO, Definition: string(schemas.FleetEventAvro)},
+	})
+	if err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("create schema %s: %w", schemaName, err)
+	}
+	_, err = client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{
+		Name:           TopicName(project, topicID),
+		SchemaSettings: &pubsubpb.SchemaSettings{Schema: schemaName, Encoding: pubsubpb.Encoding_JSON},
+	})
+	if err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("create topic %s: %w", topicID, err)
+	}
+	return nil
+}
+
+// TopicName returns the full resource name of a topic.
+func TopicName(project, topicID string) string {
+	return fmt.Sprintf("projects/%s/topics/%s", project, topicID)
+}
