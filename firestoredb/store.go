@@ -66,6 +66,9 @@ func (s *Store) Apply(ctx context.Context, ev fleet.Event) (Result, error) {
 	return Result{}, fmt.Errorf("apply: %w: kind %q", fleet.ErrInvalid, ev.Kind)
 }
 
+// Client returns the Firestore client the store writes through.
+func (s *Store) Client() *firestore.Client { return s.client }
+
 // FleetRef returns the document reference of a fleet.
 func (s *Store) FleetRef(k fleet.Key) *firestore.DocumentRef {
 	return s.client.Collection(fleet.FleetsCollection).Doc(k.DocID())

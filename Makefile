@@ -1,0 +1,47 @@
+# fleetcast — run `make` or `make help` for the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+GO        ?= go
+EMULATORS := scripts/emulators.sh
+# Where `make emulators-up` keeps the emulators' PIDs, ports and logs.
+EMU_DIR   := .emulators
+BENCHTIME ?= 2s
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: fmt
+fmt: ## Format the Go code (gofmt -w).
+	gofmt -w .
+
+.PHONY: vet
+vet: ## Check formatting and run go vet.
+	@unformatted=$$(gofmt -l .); \
+	if [[ -n $$unformatted ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
+	$(GO) vet ./...
+
+.PHONY: test
+test: vet ## Run every test with -race, starting and stopping the emulators.
+	$(EMULATORS) run -- $(GO) test -race -count=1 ./...
+
+.PHONY: bench
+bench: ## Run the benchmarks against the emulators (see docs/benchmarks.md).
+	$(EMULATORS) run -- $(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) -count=1 ./...
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz test for FUZZTIME (default 30s).
+	@for f in FuzzDocIDCodec FuzzParseDocID FuzzDecodeEvent; do \
+	  $(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$${FUZZTIME:-30s} ./fleet/; \
+	done
+
+.PHONY: emulators-up
+emulators-up: ## Start the emulators in the background; prints the variables to export.
+	$(EMULATORS) start $(EMU_DIR)
+	@echo "run: source $(EMU_DIR)/env"
+
+.PHONY: emulators-down
+emulators-down: ## Stop the emulators started by emulators-up.
+	$(EMULATORS) stop $(EMU_DIR)

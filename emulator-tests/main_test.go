@@ -1,0 +1,238 @@
+// Package emulatortests runs fleetcast's pipeline against the real Google
+// emulators: events are published to a Pub/Sub topic with the Avro schema,
+// pushed by a push subscription into IngestFleetEvents served locally by the
+// Functions Framework (functions/cmd/local, a separate process as in the
+// cloud), and land in Firestore.
+package emulatortests
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetcast/fleetcast/internal/emulator"
+)
+
+// waitTimeout bounds every wait for the pipeline: a push retry takes about a
+// second in the emulator, so this is generous.
+const waitTimeout = 30 * time.Second
+
+var (
+	// project is the Google Cloud project of this package's run: the shared
+	// function instance writes to its Firestore database.
+	project string
+	// functionBinary is functions/cmd/local, built once.
+	functionBinary string
+	// ingestFn is the function instance the push subscriptions target.
+	ingestFn *function
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	if os.Getenv(emulator.FirestoreHostEnv) == "" || os.Getenv(emulator.PubSubHostEnv) == "" {
+		// Each test reports the missing emulator itself (skip or fail).
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "fleetcast-emulator-tests")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	functionBinary = filepath.Join(dir, "fleetcast-functions")
+	build := exec.Command("go", "build", "-o", functionBinary, "github.com/fleetcast/fleetcast/functions/cmd/local")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build functions/cmd/local:", err)
+		return 1
+	}
+	project = fmt.Sprintf("fleetcast-it-%d", time.Now().UnixNano()%1_000_000_000)
+	ingestFn, err = startFunction(os.Getenv(emulator.FirestoreHostEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer ingestFn.stop()
+	return m.Run()
+}
+
+// function is one process serving IngestFleetEvents, with its log.
+type function struct {
+	url  string
+	cmd  *exec.Cmd
+	logs *logCollector
+	done chan struct{}
+}
+
+// startFunction starts a function instance writing to the Firestore
+// emulator at firestoreHost and waits until it accepts connections.
+func startFunction(firestoreHost string) (*function, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(functionBinary)
+	cmd.Env = append(os.Environ(),
+		"FUNCTION_TARGET=IngestFleetEvents",
+		"PORT="+port,
+		"GOOGLE_CLOUD_PROJECT="+project,
+		emulator.FirestoreHostEnv+"="+firestoreHost,
+		"EVENT_TIMEOUT=3s",
+		"LOG_LEVEL=DEBUG",
+	)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start function: %w", err)
+	}
+	f := &function{url: "http://127.0.0.1:" + port + "/", cmd: cmd, logs: &logCollector{}, done: make(chan struct{})}
+	go func() {
+		f.logs.collect(stdout)
+		_ = cmd.Wait()
+		close(f.done)
+	}()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
+		if err == nil {
+			conn.Close()
+			return f, nil
+		}
+		select {
+		case <-f.done:
+			return nil, fmt.Errorf("function exited while starting")
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			f.stop()
+			return nil, fmt.Errorf("function not listening on %s after %v", port, waitTimeout)
+		}
+	}
+}
+
+func (f *function) stop() {
+	_ = f.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-f.done:
+	case <-time.After(5 * time.Second):
+		_ = f.cmd.Process.Kill()
+		<-f.done
+	}
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// logCollector keeps the function's JSON log lines.
+type logCollector struct {
+	mu    sync.Mutex
+	lines []map[string]any
+	cond  chan struct{} // closed and replaced on every new line
+}
+
+func (c *logCollector) collect(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		// The Functions Framework prints some warnings to stdout without a
+		// newline, so a JSON line may follow one on the same line.
+		text := sc.Text()
+		var line map[string]any
+		if i := strings.Index(text, "{"); i < 0 || json.Unmarshal([]byte(text[i:]), &line) != nil {
+			line = map[string]any{"raw": text}
+		}
+		c.mu.Lock()
+		c.lines = append(c.lines, line)
+		if c.cond != nil {
+			close(c.cond)
+			c.cond = nil
+		}
+		c.mu.Unlock()
+	}
+}
+
+// matching returns the lines whose field key equals value.
+func (c *logCollector) matching(key, value string) []map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []map[string]any
+	for _, l := range c.lines {
+		if v, _ := l[key].(string); v == value {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// changed returns a channel closed when a line arrives.
+func (c *logCollector) changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cond == nil {
+		c.cond = make(chan struct{})
+	}
+	return c.cond
+}
+
+// waitMessage waits until the function has logged the outcome of message
+// id (processed, dropped or failed) and returns those lines.
+func (c *logCollector) waitMessage(tb testing.TB, id string, done func([]map[string]any) bool) []map[string]any {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(tb.Context(), waitTimeout)
+	defer cancel()
+	for {
+		ch := c.changed()
+		lines := c.matching("messageId", id)
+		if len(lines) > 0 && done(lines) {
+			return lines
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			tb.Fatalf("message %s: no final log line within %v; lines so far: %v", id, waitTimeout, lines)
+			return nil
+		}
+	}
+}
+
+// ingested reports whether the lines include the final INFO of a message.
+func ingested(lines []map[string]any) bool {
+	for _, l := range lines {
+		if l["message"] == "fleet event ingested" {
+			return true
+		}
+	}
+	return false
+}
+
+// dropped reports whether the lines include the ERROR of a dropped message.
+func dropped(lines []map[string]any) bool {
+	for _, l := range lines {
+		if l["severity"] == "ERROR" && strings.HasPrefix(fmt.Sprint(l["message"]), "dropping") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,167 @@
+package emulatortests
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/pubsubtopic"
+)
+
+// pipeline is one test's slice of the system: its own cluster name, topic
+// and push subscription into a function instance, on the shared project.
+type pipeline struct {
+	tb        testing.TB
+	cluster   string
+	fs        *firestore.Client
+	publisher *pubsub.Publisher
+	fn        *function
+}
+
+func randomHex(tb testing.TB, n int) string {
+	tb.Helper()
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	require.NoError(tb, err)
+	return hex.EncodeToString(b)
+}
+
+// newPipeline wires a topic with the Avro schema and an ordered push
+// subscription to the shared function instance.
+func newPipeline(tb testing.TB) *pipeline {
+	tb.Helper()
+	return newPipelineTo(tb, ingestFn)
+}
+
+func newPipelineTo(tb testing.TB, fn *function) *pipeline {
+	tb.Helper()
+	emulator.Host(tb, emulator.FirestoreHostEnv)
+	emulator.Host(tb, emulator.PubSubHostEnv)
+	require.NotNil(tb, fn, "the function instance did not start (see TestMain's output)")
+	ctx := tb.Context()
+	suffix := randomHex(tb, 4)
+	ps := emulator.PubSub(tb, project)
+	topicID, subID := "fleet-events-"+suffix, "ingest-"+suffix
+	require.NoError(tb, pubsubtopic.EnsureTopic(ctx, ps, emulator.SchemaClient(tb), topicID, "fleet-event"))
+	_, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+		Name:  "projects/" + project + "/subscriptions/" + subID,
+		Topic: pubsubtopic.TopicName(project, topicID),
+		// The framework takes the CloudEvent's source topic from the path.
+		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: fn.url + pubsubtopic.TopicName(project, topicID)},
+		AckDeadlineSeconds:    10,
+		EnableMessageOrdering: true,
+	})
+	require.NoError(tb, err)
+	pub := ps.Publisher(topicID)
+	pub.EnableMessageOrdering = true
+	tb.Cleanup(pub.Stop)
+	return &pipeline{tb: tb, cluster: "c" + suffix, fs: emulator.Firestore(tb, project), publisher: pub, fn: fn}
+}
+
+// publish sends ev and returns its message ID.
+func (p *pipeline) publish(ev fleet.Event) string {
+	p.tb.Helper()
+	msg, err := pubsubtopic.Message(ev)
+	require.NoError(p.tb, err)
+	return p.publishMessage(msg)
+}
+
+func (p *pipeline) publishMessage(msg *pubsub.Message) string {
+	p.tb.Helper()
+	id, err := p.publisher.Publish(p.tb.Context(), msg).Get(p.tb.Context())
+	require.NoError(p.tb, err)
+	return id
+}
+
+// publishAndWait publishes ev and waits until the function ingested it; it
+// returns the outcome the function logged.
+func (p *pipeline) publishAndWait(ev fleet.Event) string {
+	p.tb.Helper()
+	id := p.publish(ev)
+	return outcomeOf(p.fn.logs.waitMessage(p.tb, id, ingested))
+}
+
+func outcomeOf(lines []map[string]any) string {
+	for _, l := range lines {
+		if l["message"] == "fleet event ingested" {
+			o, _ := l["outcome"].(string)
+			return o
+		}
+	}
+	return ""
+}
+
+func (p *pipeline) key(name string) fleet.Key {
+	return fleet.Key{Cluster: p.cluster, Namespace: "default", Name: name}
+}
+
+func (p *pipeline) event(kind fleet.Kind, name string, seq int64) fleet.Event {
+	return fleet.Event{
+		SchemaVersion: fleet.SchemaVersion,
+		Kind:          kind,
+		Cluster:       p.cluster,
+		Version:       fleet.Version{Term: 1764484800000, Seq: seq},
+		ObservedAt:    fleet.MicrosOf(time.Now()),
+		Publisher:     fleet.Publisher{ID: "publisher-0", Version: "test"},
+		Namespace:     "default",
+		Name:          name,
+	}
+}
+
+// upsert is a fleet with readyReplicas = ready, labelled as real fleets are.
+func (p *pipeline) upsert(name string, seq, ready int64) fleet.Event {
+	ev := p.event(fleet.KindUpsert, name, seq)
+	ev.Fleet = fleet.State{
+		UID:    "uid-" + name,
+		Labels: map[string]string{"app.kubernetes.io/version": "1.42.0", "platform": "pc"},
+		Spec:   fleet.Spec{Replicas: 10, Scheduling: "Packed", StrategyType: "RollingUpdate"},
+		Status: fleet.Status{
+			Replicas: 10, ReadyReplicas: ready, AllocatedReplicas: 10 - ready,
+			Counters: map[string]fleet.Aggregate{"rooms": {Count: 3, Capacity: 40}},
+		},
+	}
+	return ev
+}
+
+func (p *pipeline) delete(name string, seq int64) fleet.Event {
+	return p.event(fleet.KindDelete, name, seq)
+}
+
+// snapshot lists the given fleets (with the versions given) as the whole
+// cluster, in one part.
+func (p *pipeline) snapshot(seq int64, live map[string]int64) fleet.Event {
+	ev := p.event(fleet.KindSnapshot, "", seq)
+	ev.Namespace = ""
+	var entries []fleet.SnapshotEntry
+	for name, v := range live {
+		entries = append(entries, fleet.SnapshotEntry{Namespace: "default", Name: name, Version: fleet.Version{Term: ev.Version.Term, Seq: v}})
+	}
+	ev.Snapshot = fleet.SplitSnapshot(entries, fleet.DefaultSnapshotPartBytes)[0]
+	ev.Snapshot.FleetCount = int64(len(entries))
+	ev.Snapshot.ClusterLabels = map[string]string{"platform": "pc", "region": "europe-west1"}
+	ev.Snapshot.Totals = fleet.Status{Replicas: 10 * int64(len(entries)), ReadyReplicas: 4 * int64(len(entries))}
+	return ev
+}
+
+// doc reads a fleet document; nil when there is none.
+func (p *pipeline) doc(name string) (*fleet.Document, *firestore.DocumentSnapshot) {
+	p.tb.Helper()
+	snap, err := p.fs.Collection(fleet.FleetsCollection).Doc(p.key(name).DocID()).Get(p.tb.Context())
+	if status.Code(err) == codes.NotFound {
+		return nil, nil
+	}
+	require.NoError(p.tb, err)
+	var d fleet.Document
+	require.NoError(p.tb, snap.DataTo(&d))
+	return &d, snap
+}
