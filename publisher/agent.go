@@ -1,0 +1,327 @@
+package publisher
+
+import (
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/logging"
+)
+
+// Sink receives version-stamped events from the Agent. Enqueue must not
+// block: it is called with the Agent's lock held, from informer handlers.
+type Sink interface {
+	// Enqueue hands over an event to deliver.
+	Enqueue(ev fleet.Event)
+	// Drop discards every event not yet sent: the term that stamped them
+	// has ended, and nothing of it may be published any more.
+	Drop()
+}
+
+// Clock is the Agent's time source; RealClock in production, a manual one in
+// tests.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine after d, unless stopped.
+	AfterFunc(d time.Duration, f func()) Stopper
+}
+
+// Stopper cancels a pending AfterFunc; *time.Timer is one.
+type Stopper interface {
+	Stop() bool
+}
+
+// RealClock is the Clock of the time package.
+type RealClock struct{}
+
+// Now returns time.Now().
+func (RealClock) Now() time.Time { return time.Now() }
+
+// AfterFunc is time.AfterFunc.
+func (RealClock) AfterFunc(d time.Duration, f func()) Stopper { return time.AfterFunc(d, f) }
+
+// AgentConfig configures an Agent.
+type AgentConfig struct {
+	Cluster string
+	// Publisher identifies this instance in every event.
+	Publisher fleet.Publisher
+	// MinInterval is the least time between two publishes of one fleet.
+	MinInterval time.Duration
+	// ClusterLabels describe the cluster in snapshots.
+	ClusterLabels map[string]string
+	// SnapshotPartBytes is the size snapshot parts aim at.
+	SnapshotPartBytes int
+}
+
+// Agent turns the informer's view of the cluster's fleets into coalesced,
+// versioned events. It keeps one entry per live fleet, so its memory is
+// bounded by the number of fleets, never by the rate of changes.
+//
+// While it has no term (it is not the writer for its cluster) it only
+// tracks the fleets. StartTerm makes it publish: every fleet, then a
+// snapshot; StopTerm makes it stop at once.
+type Agent struct {
+	cfg     AgentConfig
+	clock   Clock
+	sink    Sink
+	metrics *Metrics
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	fleets map[fleet.Key]*entry
+	term   int64 // 0 while not the writer
+	seq    int64
+}
+
+// entry is the Agent's knowledge of one live fleet.
+type entry struct {
+	current fleet.State // latest projection from the informer
+	// published is the state last stamped in this term; nil before the
+	// first publish of the term.
+	published *fleet.State
+	version   fleet.Version // of the last event stamped for the fleet
+	lastEmit  time.Time     // when it was stamped, for the min interval
+	timer     Stopper       // the pending trailing publish, if any
+	timerGen  uint64        // tells a stale timer firing from the current one
+}
+
+// NewAgent returns an Agent sending events to sink.
+func NewAgent(cfg AgentConfig, clk Clock, sink Sink, metrics *Metrics, log *slog.Logger) *Agent {
+	if cfg.SnapshotPartBytes <= 0 {
+		cfg.SnapshotPartBytes = fleet.DefaultSnapshotPartBytes
+	}
+	return &Agent{cfg: cfg, clock: clk, sink: sink, metrics: metrics, log: log, fleets: map[fleet.Key]*entry{}}
+}
+
+// Upsert records the latest state of a fleet and publishes it if it is a
+// real change: at once after a quiet period (the leading edge), otherwise
+// once min interval after the previous publish, with whatever state is the
+// latest by then (the trailing edge).
+func (a *Agent) Upsert(k fleet.Key, s fleet.State) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.fleets[k]
+	if e == nil {
+		e = &entry{}
+		a.fleets[k] = e
+	}
+	e.current = s
+	if a.term == 0 {
+		return
+	}
+	switch {
+	case e.published != nil && e.published.Equal(s):
+		a.metrics.Unchanged.Inc()
+		// A pending trailing publish finds nothing to do when it fires.
+	case e.timer != nil:
+		a.metrics.Coalesced.Inc()
+	case e.lastEmit.IsZero() || a.clock.Now().Sub(e.lastEmit) >= a.cfg.MinInterval:
+		a.emitUpsert(k, e)
+	default:
+		a.schedule(k, e, a.cfg.MinInterval-a.clock.Now().Sub(e.lastEmit))
+	}
+}
+
+// Delete publishes the deletion of a fleet at once, cancelling any pending
+// upsert of it.
+func (a *Agent) Delete(k fleet.Key) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e := a.fleets[k]; e != nil {
+		a.cancel(e)
+		delete(a.fleets, k)
+	}
+	if a.term == 0 {
+		return
+	}
+	a.seq++
+	a.sink.Enqueue(fleet.Event{
+		SchemaVersion: fleet.SchemaVersion,
+		Kind:          fleet.KindDelete,
+		Cluster:       k.Cluster,
+		Version:       fleet.Version{Term: a.term, Seq: a.seq},
+		ObservedAt:    fleet.MicrosOf(a.clock.Now()),
+		Publisher:     a.cfg.Publisher,
+		Namespace:     k.Namespace,
+		Name:          k.Name,
+	})
+}
+
+// StartTerm makes the Agent the writer for its cluster under term, which
+// must be larger than every term before it: it publishes every fleet it
+// knows, then a snapshot.
+func (a *Agent) StartTerm(term int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.term, a.seq = term, 0
+	for _, k := range slices.SortedFunc(maps.Keys(a.fleets), compareKeys) {
+		e := a.fleets[k]
+		a.cancel(e)
+		e.published, e.lastEmit = nil, time.Time{}
+		a.emitUpsert(k, e)
+	}
+	a.snapshotLocked()
+	a.metrics.Leader.Set(1)
+	a.metrics.Term.Set(float64(term))
+	a.log.Info("publishing as the cluster's writer", "term", term, "fleets", len(a.fleets))
+}
+
+// StopTerm stops publishing at once: pending publishes are cancelled and
+// the sink drops what it has not sent.
+func (a *Agent) StopTerm() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.term == 0 {
+		return
+	}
+	a.log.Info("stopped publishing", "term", a.term)
+	a.term = 0
+	for _, e := range a.fleets {
+		a.cancel(e)
+		e.published, e.lastEmit = nil, time.Time{}
+	}
+	a.sink.Drop()
+	a.metrics.Leader.Set(0)
+}
+
+// Snapshot publishes the live fleets with the versions last published for
+// them. It doubles as the heartbeat. It does nothing while not the writer.
+func (a *Agent) Snapshot() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.snapshotLocked()
+}
+
+// Flush publishes every pending trailing update now, for shutdown.
+func (a *Agent) Flush() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, e := range a.fleets {
+		if e.timer == nil {
+			continue
+		}
+		a.cancel(e)
+		if a.term != 0 && (e.published == nil || !e.published.Equal(e.current)) {
+			a.emitUpsert(k, e)
+		}
+	}
+}
+
+// Term returns the current term, 0 while not the writer.
+func (a *Agent) Term() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.term
+}
+
+// Fleets returns the number of live fleets known.
+func (a *Agent) Fleets() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.fleets)
+}
+
+// PendingKeys adds to keys the fleets with a trailing publish pending.
+func (a *Agent) PendingKeys(keys map[string]struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, e := range a.fleets {
+		if e.timer != nil {
+			keys[k.DocID()] = struct{}{}
+		}
+	}
+}
+
+func (a *Agent) snapshotLocked() {
+	if a.term == 0 {
+		return
+	}
+	entries := make([]fleet.SnapshotEntry, 0, len(a.fleets))
+	var totals fleet.Status
+	for k, e := range a.fleets {
+		if e.published == nil {
+			continue // never valid enough to publish; the ingest side drops it
+		}
+		entries = append(entries, fleet.SnapshotEntry{Namespace: k.Namespace, Name: k.Name, Version: e.version})
+		totals.Add(e.published.Status)
+	}
+	a.seq++
+	now := a.clock.Now()
+	base := fleet.Event{
+		SchemaVersion: fleet.SchemaVersion,
+		Kind:          fleet.KindSnapshot,
+		Cluster:       a.cfg.Cluster,
+		Version:       fleet.Version{Term: a.term, Seq: a.seq},
+		ObservedAt:    fleet.MicrosOf(now),
+		Publisher:     a.cfg.Publisher,
+	}
+	for _, part := range fleet.SplitSnapshot(entries, a.cfg.SnapshotPartBytes) {
+		ev := base
+		ev.Snapshot = part
+		ev.Snapshot.ClusterLabels = a.cfg.ClusterLabels
+		ev.Snapshot.FleetCount = int64(len(entries))
+		ev.Snapshot.Totals = totals
+		a.sink.Enqueue(ev)
+	}
+	a.metrics.LastSnapshot.Set(float64(now.UnixNano()) / 1e9)
+	a.log.Debug("snapshot", logging.KeyCluster, a.cfg.Cluster, logging.KeyVersion, base.Version.String(), "fleets", len(entries))
+}
+
+func (a *Agent) emitUpsert(k fleet.Key, e *entry) {
+	a.seq++
+	s := e.current.Clone()
+	e.published = &s
+	e.version = fleet.Version{Term: a.term, Seq: a.seq}
+	e.lastEmit = a.clock.Now()
+	a.sink.Enqueue(fleet.Event{
+		SchemaVersion: fleet.SchemaVersion,
+		Kind:          fleet.KindUpsert,
+		Cluster:       k.Cluster,
+		Version:       e.version,
+		ObservedAt:    fleet.MicrosOf(e.lastEmit),
+		Publisher:     a.cfg.Publisher,
+		Namespace:     k.Namespace,
+		Name:          k.Name,
+		Fleet:         s,
+	})
+}
+
+// schedule arranges the trailing publish of k after d.
+func (a *Agent) schedule(k fleet.Key, e *entry, d time.Duration) {
+	e.timerGen++
+	gen := e.timerGen
+	e.timer = a.clock.AfterFunc(d, func() { a.fire(k, e, gen) })
+}
+
+func (a *Agent) fire(k fleet.Key, e *entry, gen uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fleets[k] != e || e.timer == nil || e.timerGen != gen {
+		return // deleted, cancelled or rescheduled since
+	}
+	e.timer = nil
+	if a.term != 0 && (e.published == nil || !e.published.Equal(e.current)) {
+		a.emitUpsert(k, e)
+	}
+}
+
+func (a *Agent) cancel(e *entry) {
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+		e.timerGen++
+	}
+}
+
+func compareKeys(x, y fleet.Key) int {
+	switch {
+	case x.DocID() < y.DocID():
+		return -1
+	case x.DocID() > y.DocID():
+		return 1
+	}
+	return 0
+}

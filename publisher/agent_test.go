@@ -1,0 +1,286 @@
+package publisher
+
+import (
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/fleet"
+)
+
+// recordingSink keeps what the Agent stamps.
+type recordingSink struct {
+	mu     sync.Mutex
+	events []fleet.Event
+	drops  int
+}
+
+func (r *recordingSink) Enqueue(ev fleet.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, ev)
+}
+
+func (r *recordingSink) Drop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drops++
+}
+
+// take returns what was stamped since the last take; every event must be
+// valid.
+func (r *recordingSink) take(tb testing.TB) []fleet.Event {
+	tb.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.events
+	r.events = nil
+	for _, ev := range out {
+		require.NoError(tb, ev.Validate())
+	}
+	return out
+}
+
+func testMetrics(tb testing.TB) *Metrics {
+	tb.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
+	require.NoError(tb, err)
+	return m
+}
+
+// manualClock is a Clock that moves only when told, running what falls due
+// synchronously (outside its lock: the functions read the clock).
+type manualClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	funcs []*manualTimer
+}
+
+type manualTimer struct {
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+func (t *manualTimer) Stop() bool {
+	was := !t.stopped
+	t.stopped = true
+	return was
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) Stopper {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &manualTimer{at: c.now.Add(d), f: f}
+	c.funcs = append(c.funcs, t)
+	return t
+}
+
+// Step moves the clock by d, firing due timers in time order.
+func (c *manualClock) Step(d time.Duration) {
+	c.mu.Lock()
+	end := c.now.Add(d)
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		var next *manualTimer
+		for _, t := range c.funcs {
+			if !t.stopped && !t.at.After(end) && (next == nil || t.at.Before(next.at)) {
+				next = t
+			}
+		}
+		if next == nil {
+			c.now = end
+			c.mu.Unlock()
+			return
+		}
+		next.stopped = true
+		if next.at.After(c.now) {
+			c.now = next.at
+		}
+		c.mu.Unlock()
+		next.f()
+	}
+}
+
+func newTestAgent(tb testing.TB) (*Agent, *recordingSink, *manualClock) {
+	tb.Helper()
+	clk := &manualClock{now: time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)}
+	sink := &recordingSink{}
+	a := NewAgent(AgentConfig{
+		Cluster:       "pc",
+		Publisher:     fleet.Publisher{ID: "pub-0", Version: "test"},
+		MinInterval:   time.Second,
+		ClusterLabels: map[string]string{"platform": "pc"},
+	}, clk, sink, testMetrics(tb), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return a, sink, clk
+}
+
+func key(name string) fleet.Key { return fleet.Key{Cluster: "pc", Namespace: "default", Name: name} }
+
+func state(ready int64) fleet.State {
+	return fleet.State{UID: "u", Status: fleet.Status{ReadyReplicas: ready}}
+}
+
+func kinds(evs []fleet.Event) []fleet.Kind {
+	var out []fleet.Kind
+	for _, e := range evs {
+		out = append(out, e.Kind)
+	}
+	return out
+}
+
+func TestAgentLeadingEdgeThenOneTrailingPublishOfTheLatestState(t *testing.T) {
+	a, sink, clk := newTestAgent(t)
+	a.StartTerm(100)
+	require.Equal(t, []fleet.Kind{fleet.KindSnapshot}, kinds(sink.take(t)))
+
+	a.Upsert(key("a"), state(1))
+	evs := sink.take(t)
+	require.Len(t, evs, 1, "the first change after a quiet period goes out at once")
+	assert.Equal(t, int64(1), evs[0].Fleet.Status.ReadyReplicas)
+
+	for i := int64(2); i <= 5; i++ {
+		clk.Step(100 * time.Millisecond)
+		a.Upsert(key("a"), state(i))
+	}
+	assert.Empty(t, sink.take(t), "changes within the interval wait")
+	clk.Step(600 * time.Millisecond) // 1 s after the leading publish
+	evs = sink.take(t)
+	require.Len(t, evs, 1, "one trailing publish")
+	assert.Equal(t, int64(5), evs[0].Fleet.Status.ReadyReplicas, "with the latest state")
+	assert.Equal(t, 3.0, testutil.ToFloat64(a.metrics.Coalesced), "changes 3, 4 and 5 joined the pending publish")
+
+	clk.Step(5 * time.Second)
+	assert.Empty(t, sink.take(t), "nothing pending, nothing sent")
+}
+
+func TestAgentPublishesOnlyRealChanges(t *testing.T) {
+	a, sink, clk := newTestAgent(t)
+	a.StartTerm(1)
+	sink.take(t)
+	a.Upsert(key("a"), state(1))
+	sink.take(t)
+	clk.Step(2 * time.Second)
+	a.Upsert(key("a"), state(1))
+	assert.Empty(t, sink.take(t))
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.metrics.Unchanged))
+
+	// A change and its reversal within one interval publish nothing either.
+	a.Upsert(key("a"), state(2))
+	require.Len(t, sink.take(t), 1)
+	a.Upsert(key("a"), state(3))
+	a.Upsert(key("a"), state(2))
+	clk.Step(time.Second)
+	assert.Empty(t, sink.take(t))
+}
+
+func TestAgentDeleteIsImmediateAndCancelsThePendingUpsert(t *testing.T) {
+	a, sink, clk := newTestAgent(t)
+	a.StartTerm(1)
+	a.Upsert(key("a"), state(1))
+	a.Upsert(key("a"), state(2)) // pending trailing
+	sink.take(t)
+	a.Delete(key("a"))
+	evs := sink.take(t)
+	require.Equal(t, []fleet.Kind{fleet.KindDelete}, kinds(evs))
+	clk.Step(2 * time.Second)
+	assert.Empty(t, sink.take(t), "the pending upsert died with the fleet")
+
+	// Re-created at once: a new fleet, published at once.
+	a.Upsert(key("a"), state(7))
+	evs = sink.take(t)
+	require.Len(t, evs, 1)
+	assert.Equal(t, fleet.KindUpsert, evs[0].Kind)
+}
+
+func TestAgentFollowerOnlyTracksAndStartTermPublishesEverything(t *testing.T) {
+	a, sink, _ := newTestAgent(t)
+	a.Upsert(key("b"), state(2))
+	a.Upsert(key("a"), state(1))
+	a.Upsert(key("c"), state(3))
+	a.Delete(key("c"))
+	assert.Empty(t, sink.take(t), "a follower publishes nothing")
+
+	a.StartTerm(1764484800000)
+	evs := sink.take(t)
+	require.Equal(t, []fleet.Kind{fleet.KindUpsert, fleet.KindUpsert, fleet.KindSnapshot}, kinds(evs))
+	assert.Equal(t, "a", evs[0].Name)
+	assert.Equal(t, fleet.Version{Term: 1764484800000, Seq: 1}, evs[0].Version)
+	assert.Equal(t, fleet.Version{Term: 1764484800000, Seq: 2}, evs[1].Version)
+	snap := evs[2]
+	assert.Equal(t, fleet.Version{Term: 1764484800000, Seq: 3}, snap.Version)
+	assert.Equal(t, []fleet.SnapshotEntry{
+		{Namespace: "default", Name: "a", Version: evs[0].Version},
+		{Namespace: "default", Name: "b", Version: evs[1].Version},
+	}, snap.Snapshot.Fleets)
+	assert.Equal(t, int64(2), snap.Snapshot.FleetCount)
+	assert.Equal(t, int64(3), snap.Snapshot.Totals.ReadyReplicas)
+	assert.Equal(t, "pc", snap.Snapshot.ClusterLabels["platform"])
+}
+
+func TestAgentStopTermStopsAtOnce(t *testing.T) {
+	a, sink, clk := newTestAgent(t)
+	a.StartTerm(1)
+	a.Upsert(key("a"), state(1))
+	a.Upsert(key("a"), state(2)) // pending
+	sink.take(t)
+	a.StopTerm()
+	assert.Equal(t, 1, sink.drops, "what the sink has not sent is dropped")
+	clk.Step(2 * time.Second)
+	a.Upsert(key("a"), state(3))
+	a.Delete(key("a"))
+	a.Snapshot()
+	assert.Empty(t, sink.take(t))
+	assert.Equal(t, int64(0), a.Term())
+}
+
+func TestAgentNeverPublishesAFleetMoreThanOncePerInterval(t *testing.T) {
+	a, sink, clk := newTestAgent(t)
+	a.StartTerm(1)
+	sink.take(t)
+	var last fleet.State
+	// 200 changes, one every 10 ms, over 2 s.
+	for i := range int64(200) {
+		last = state(i)
+		a.Upsert(key("a"), last)
+		clk.Step(10 * time.Millisecond)
+	}
+	clk.Step(time.Second)
+	evs := sink.take(t)
+	assert.LessOrEqual(t, len(evs), 3, "at most ceil(2s / 1s) + 1")
+	for i := 1; i < len(evs); i++ {
+		gap := evs[i].ObservedAt.Time().Sub(evs[i-1].ObservedAt.Time())
+		assert.GreaterOrEqual(t, gap, time.Second)
+		assert.Equal(t, 1, evs[i].Version.Compare(evs[i-1].Version), "versions grow")
+	}
+	assert.True(t, evs[len(evs)-1].Fleet.Equal(last), "the last publish is the final state")
+}
+
+func TestAgentFlushPublishesPendingUpdates(t *testing.T) {
+	a, sink, _ := newTestAgent(t)
+	a.StartTerm(1)
+	a.Upsert(key("a"), state(1))
+	a.Upsert(key("a"), state(2))
+	sink.take(t)
+	pending := map[string]struct{}{}
+	a.PendingKeys(pending)
+	assert.Len(t, pending, 1)
+	a.Flush()
+	evs := sink.take(t)
+	require.Len(t, evs, 1)
+	assert.Equal(t, int64(2), evs[0].Fleet.Status.ReadyReplicas)
+}

@@ -1,0 +1,86 @@
+package publisher
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the publisher's Prometheus metrics.
+type Metrics struct {
+	// Publishes counts publish attempts by event kind and result (ok, error).
+	Publishes *prometheus.CounterVec
+	// InformerEvents counts informer notifications by type (add, update, delete).
+	InformerEvents *prometheus.CounterVec
+	// Coalesced counts changes folded into a later publish of their fleet.
+	Coalesced prometheus.Counter
+	// Unchanged counts updates whose projection equals what was published.
+	Unchanged prometheus.Counter
+	// Invalid counts fleets that could not be projected into a valid state.
+	Invalid prometheus.Counter
+	// PublishLatency is the time from stamping an event to Pub/Sub's ack.
+	PublishLatency prometheus.Histogram
+	// LastSnapshot is the Unix time of the last snapshot stamped.
+	LastSnapshot prometheus.Gauge
+	// Leader is 1 while this instance publishes.
+	Leader prometheus.Gauge
+	// Term is the current term (0 while not leader).
+	Term prometheus.Gauge
+}
+
+// NewMetrics creates the metrics and registers them with reg, with a gauge
+// of the pending fleets that calls pending at every scrape.
+func NewMetrics(reg prometheus.Registerer, pending func() float64) (*Metrics, error) {
+	m := &Metrics{
+		Publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetcast_publisher_publishes_total",
+			Help: "Publish attempts to Pub/Sub, by event kind and result.",
+		}, []string{"kind", "result"}),
+		InformerEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetcast_publisher_informer_events_total",
+			Help: "Fleet notifications from the informer, by type.",
+		}, []string{"type"}),
+		Coalesced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetcast_publisher_coalesced_updates_total",
+			Help: "Fleet changes folded into a later publish of the same fleet (min interval).",
+		}),
+		Unchanged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetcast_publisher_unchanged_updates_total",
+			Help: "Fleet updates that changed nothing that is published.",
+		}),
+		Invalid: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetcast_publisher_invalid_fleets_total",
+			Help: "Fleet updates skipped because they could not be projected into a valid state.",
+		}),
+		PublishLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fleetcast_publisher_publish_latency_seconds",
+			Help:    "Time from stamping an event to its acknowledgement by Pub/Sub, retries included.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
+		LastSnapshot: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetcast_publisher_last_snapshot_timestamp_seconds",
+			Help: "Unix time of the last snapshot stamped.",
+		}),
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetcast_publisher_leader",
+			Help: "1 while this instance is the cluster's writer.",
+		}),
+		Term: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetcast_publisher_term",
+			Help: "The current term, the fencing token of this instance's events.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{
+		m.Publishes, m.InformerEvents, m.Coalesced, m.Unchanged, m.Invalid,
+		m.PublishLatency, m.LastSnapshot, m.Leader, m.Term,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fleetcast_publisher_pending_fleets",
+			Help: "Fleets with an event not yet acknowledged by Pub/Sub or a trailing publish pending.",
+		}, pending),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
