@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -215,6 +216,12 @@ func (s *Sender) send(ctx context.Context, key string, o *outgoing, gen uint64) 
 		s.metrics.Publishes.WithLabelValues(kind, "ok").Inc()
 		s.metrics.PublishLatency.Observe(s.clock.Since(o.stamped).Seconds())
 		s.lastOK, s.failing = s.clock.Now(), false
+	} else if errors.Is(err, fleet.ErrInvalid) {
+		// Resending cannot help: drop it loudly. (The Agent validates what
+		// it stamps, so this is an event too large to encode.)
+		s.metrics.Publishes.WithLabelValues(kind, "invalid").Inc()
+		s.log.Error("dropping an event that cannot be published",
+			logging.KeyKind, kind, logging.KeyFleet, key, logging.KeyVersion, o.ev.Version.String(), logging.KeyError, err.Error())
 	} else {
 		s.metrics.Publishes.WithLabelValues(kind, "error").Inc()
 		s.failing = true

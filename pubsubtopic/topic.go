@@ -79,3 +79,36 @@ func EnsureTopic(ctx context.Context, client *pubsub.Client, schemaClient *schem
 func TopicName(project, topicID string) string {
 	return fmt.Sprintf("projects/%s/topics/%s", project, topicID)
 }
+
+// Transport publishes fleet events to one topic with the long-lived Pub/Sub
+// publisher client: asynchronous, batched, ordered per fleet.
+type Transport struct {
+	pub *pubsub.Publisher
+}
+
+// NewTransport returns a Transport publishing to topicID. Stop it to flush.
+func NewTransport(client *pubsub.Client, topicID string) *Transport {
+	pub := client.Publisher(topicID)
+	pub.EnableMessageOrdering = true
+	return &Transport{pub: pub}
+}
+
+// Send publishes ev and waits for Pub/Sub's acknowledgement. An event that
+// cannot be encoded is an error wrapping fleet.ErrInvalid: resending it
+// cannot help.
+func (t *Transport) Send(ctx context.Context, ev fleet.Event) error {
+	msg, err := Message(ev)
+	if err != nil {
+		return fmt.Errorf("encode %s %v: %w", ev.Kind, ev.Version, err)
+	}
+	if _, err := t.pub.Publish(ctx, msg).Get(ctx); err != nil {
+		// A failed publish pauses its ordering key until resumed; the
+		// caller retries with the latest state of the fleet.
+		t.pub.ResumePublish(msg.OrderingKey)
+		return fmt.Errorf("publish %s %v: %w", ev.Kind, ev.Version, err)
+	}
+	return nil
+}
+
+// Stop sends what is buffered and releases the publisher.
+func (t *Transport) Stop() { t.pub.Stop() }

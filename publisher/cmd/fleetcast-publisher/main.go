@@ -1,0 +1,80 @@
+// Command fleetcast-publisher runs in each game cluster: it watches the
+// cluster's Agones Fleets and publishes their state to Pub/Sub. See the
+// README's configuration table for its flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"cloud.google.com/go/pubsub/v2"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/fleetcast/fleetcast/logging"
+	"github.com/fleetcast/fleetcast/publisher"
+	"github.com/fleetcast/fleetcast/pubsubtopic"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fleetcast-publisher:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := publisher.ParseConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := logging.New(stdout, cfg.LogLevel)
+	// client-go logs through klog: into the same JSON stream.
+	klog.SetSlogLogger(log)
+
+	kube, err := kubeConfig(cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	kube.UserAgent = "fleetcast-publisher/" + publisher.Version
+
+	client, err := pubsub.NewClient(ctx, cfg.Project)
+	if err != nil {
+		return fmt.Errorf("pubsub client: %w", err)
+	}
+	defer client.Close()
+	transport := pubsubtopic.NewTransport(client, cfg.Topic)
+	defer transport.Stop()
+
+	log.Info("fleetcast publisher starting", "cluster", cfg.Cluster, "id", cfg.ID, "version", publisher.Version,
+		"project", cfg.Project, "topic", cfg.Topic, "leaderElect", cfg.LeaderElect)
+	return publisher.Run(ctx, cfg, publisher.Deps{Kube: kube, Transport: transport, Log: log})
+}
+
+func kubeConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster kubernetes configuration (set --kubeconfig outside a cluster): %w", err)
+		}
+		return c, nil
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	return c, nil
+}

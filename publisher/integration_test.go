@@ -1,0 +1,216 @@
+package publisher_test
+
+import (
+	"math"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/publisher"
+)
+
+// TestEachChangeProducesExactlyTheExpectedEvent walks one fleet through
+// its life on the real API server. Between steps it waits for the event
+// expected, so that every change gets its own publish; changes that are not
+// state (excluded labels, annotations not included) must publish nothing,
+// which the next step's event proves.
+func TestEachChangeProducesExactlyTheExpectedEvent(t *testing.T) {
+	e := newEnv(t)
+	rec := newRecorder()
+	e.start(e.config("pc"), cp.RESTConfig(), rec)
+	rec.waitFor(t, "the initial snapshot", func(evs []fleet.Event) bool { return len(only(evs, fleet.KindSnapshot)) == 1 })
+
+	step := func(name string, n int, check func(fleet.Event)) {
+		t.Helper()
+		evs := rec.waitFor(t, name, func(evs []fleet.Event) bool { return len(fleetEvents(evs)) >= n })
+		got := fleetEvents(evs)
+		require.Len(t, got, n, "%s: exactly one more event: %s", name, describe(got))
+		check(got[n-1])
+		if n > 1 {
+			assert.Equal(t, 1, got[n-1].Version.Compare(got[n-2].Version), "versions grow")
+		}
+	}
+
+	e.createFleet(e.ns, "sgs", map[string]string{"platform": "pc"})
+	step("create", 1, func(ev fleet.Event) {
+		assert.Equal(t, fleet.KindUpsert, ev.Kind)
+		assert.Equal(t, e.ns, ev.Namespace)
+		assert.Equal(t, int64(3), ev.Fleet.Spec.Replicas)
+		assert.Equal(t, "Packed", ev.Fleet.Spec.Scheduling)
+		assert.NotEmpty(t, ev.Fleet.UID)
+	})
+
+	e.setReady(e.ns, "sgs", 2)
+	step("status patch", 2, func(ev fleet.Event) { assert.Equal(t, int64(2), ev.Fleet.Status.ReadyReplicas) })
+
+	// Not state: an excluded label and an annotation nobody asked for.
+	e.patch(e.ns, "sgs", map[string]any{"metadata": map[string]any{
+		"labels":      map[string]any{"noise.example.com/tick": "1"},
+		"annotations": map[string]any{"example.com/note": "x"},
+	}})
+	e.patch(e.ns, "sgs", map[string]any{"metadata": map[string]any{"labels": map[string]any{"version": "1.2"}}})
+	step("label change", 3, func(ev fleet.Event) {
+		assert.Equal(t, map[string]string{"platform": "pc", "version": "1.2"}, ev.Fleet.Labels)
+	})
+
+	e.deleteFleet(e.ns, "sgs")
+	step("delete", 4, func(ev fleet.Event) { assert.Equal(t, fleet.KindDelete, ev.Kind) })
+}
+
+func TestNamespaceAndLabelSelectorFilter(t *testing.T) {
+	e := newEnv(t)
+	other := newEnv(t)
+	rec := newRecorder()
+	cfg := e.config("pc")
+	cfg.Namespaces = []string{e.ns}
+	cfg.LabelSelector = "platform=pc"
+	e.start(cfg, cp.RESTConfig(), rec)
+
+	e.createFleet(other.ns, "elsewhere", map[string]string{"platform": "pc"})
+	e.createFleet(e.ns, "console", map[string]string{"platform": "ps5"})
+	e.createFleet(e.ns, "pc", map[string]string{"platform": "pc"})
+	evs := rec.waitFor(t, "the matching fleet", func(evs []fleet.Event) bool { return len(fleetEvents(evs)) >= 1 })
+	got := fleetEvents(evs)
+	require.Len(t, got, 1)
+	assert.Equal(t, "pc", got[0].Name)
+
+	// Relabelled out of the selector: gone, as far as fleetcast knows.
+	e.patch(e.ns, "pc", map[string]any{"metadata": map[string]any{"labels": map[string]any{"platform": "xbox"}}})
+	evs = rec.waitFor(t, "the delete", func(evs []fleet.Event) bool { return len(fleetEvents(evs)) >= 2 })
+	got = fleetEvents(evs)
+	require.Len(t, got, 2)
+	assert.Equal(t, fleet.KindDelete, got[1].Kind)
+	assert.Equal(t, "pc", got[1].Name)
+}
+
+// TestStatusChurnIsCoalesced: 200 status patches to one fleet within about
+// 2 s publish at most ceil(elapsed / min-interval) + 1 upserts, the last
+// with the final status.
+func TestStatusChurnIsCoalesced(t *testing.T) {
+	e := newEnv(t)
+	rec := newRecorder()
+	cfg := e.config("pc")
+	cfg.MinInterval = time.Second
+	e.start(cfg, cp.RESTConfig(), rec)
+	e.createFleet(e.ns, "busy", nil)
+	rec.waitFor(t, "the create", func(evs []fleet.Event) bool { return len(fleetEvents(evs)) == 1 })
+	letTimePass(cfg.MinInterval) // a quiet period, so the first patch is a leading edge
+	before := len(rec.all())
+
+	start := time.Now()
+	const patches = 200
+	tick := time.NewTicker(10 * time.Millisecond)
+	for i := range int64(patches) {
+		e.patch(e.ns, "busy", map[string]any{"status": map[string]any{"readyReplicas": i % 3, "allocations": i + 1}}, "status")
+		<-tick.C
+	}
+	tick.Stop()
+	elapsed := time.Since(start)
+	final := int64(patches)
+	evs := rec.waitFor(t, "the final status", func(evs []fleet.Event) bool {
+		n := len(evs)
+		return n > before && evs[n-1].Kind == fleet.KindUpsert && evs[n-1].Fleet.Status.Allocations == final
+	})
+	upserts := only(evs[before:], fleet.KindUpsert)
+	bound := int(math.Ceil(float64(elapsed)/float64(cfg.MinInterval))) + 1
+	t.Logf("%d status patches in %v: %d publishes (bound %d)", patches, elapsed.Round(time.Millisecond), len(upserts), bound)
+	assert.LessOrEqual(t, len(upserts), bound)
+	for i := 1; i < len(upserts); i++ {
+		gap := upserts[i].ObservedAt.Time().Sub(upserts[i-1].ObservedAt.Time())
+		assert.GreaterOrEqual(t, gap, cfg.MinInterval-time.Millisecond, "one publish per interval")
+	}
+}
+
+// TestLeaderElection: of two instances only the leader publishes. Cut the
+// leader off from the API server (it can still reach the bus, as in a
+// partition): it must stop publishing on its own before the other takes
+// over with a higher term, so no event of the old term follows the new
+// term's first.
+func TestLeaderElection(t *testing.T) {
+	e := newEnv(t)
+	rec := newRecorder()
+	var cutA atomic.Bool
+	kubeA := cp.RESTConfig()
+	kubeA.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if cutA.Load() {
+				return nil, errPartitioned
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	cfgA, cfgB := e.config("pc"), e.config("pc")
+	cfgA.LeaderElect, cfgB.LeaderElect = true, true
+	cfgA.ID, cfgB.ID = "pub-a", "pub-b"
+	cfgA.SnapshotInterval, cfgB.SnapshotInterval = 200*time.Millisecond, 200*time.Millisecond
+	// A leader stops at the latest retry + renew deadline (1.75 s) after its
+	// last renewal; a candidate takes over no sooner than the lease duration
+	// (3 s) after it: 1.25 s of margin, as production's 15 s, 10 s and 2 s
+	// leave 3 s.
+	for _, c := range []*publisher.Config{&cfgA, &cfgB} {
+		c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 3*time.Second, 1500*time.Millisecond, 250*time.Millisecond
+	}
+	e.createFleet(e.ns, "f1", nil)
+	a := e.start(cfgA, kubeA, rec)
+	rec.waitFor(t, "pub-a to lead", func(evs []fleet.Event) bool { return len(evs) > 0 })
+	e.start(cfgB, cp.RESTConfig(), rec)
+
+	// Churn, and let pub-b campaign for a while: it must stay silent.
+	stopChurn := make(chan struct{})
+	churned := make(chan struct{})
+	go func() {
+		defer close(churned)
+		for i := int64(0); ; i++ {
+			select {
+			case <-stopChurn:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			e.setReady(e.ns, "f1", i%3)
+		}
+	}()
+	defer func() { close(stopChurn); <-churned }()
+	letTimePass(3 * cfgA.LeaseDuration)
+	for _, ev := range rec.all() {
+		require.Equal(t, "pub-a", ev.Publisher.ID, "only the leader publishes")
+	}
+	termA := a.agent.Term()
+	require.NotZero(t, termA)
+
+	cutA.Store(true)
+	cut := time.Now()
+	evs := rec.waitFor(t, "pub-b to take over", func(evs []fleet.Event) bool {
+		return len(evs) > 0 && evs[len(evs)-1].Publisher.ID == "pub-b"
+	})
+	takeover := time.Since(cut)
+	t.Logf("takeover %v after the partition (lease %v, retry %v)", takeover.Round(time.Millisecond), cfgA.LeaseDuration, cfgA.RetryPeriod)
+	assert.Less(t, takeover, cfgA.LeaseDuration+2*cfgA.RetryPeriod+3*time.Second)
+
+	first := -1
+	for i, ev := range evs {
+		if ev.Publisher.ID == "pub-b" {
+			first = i
+			break
+		}
+	}
+	require.Greater(t, ev(evs, first).Version.Term, termA, "the new writer's term is higher")
+	// Keep watching a little: nothing of the old term after the new one began.
+	letTimePass(cfgA.LeaseDuration)
+	all := rec.all()
+	for _, ev := range all[first:] {
+		assert.Equal(t, "pub-b", ev.Publisher.ID, "an event of the old term after the new term's first: %v", ev.Version)
+	}
+	var republished bool
+	for _, ev := range all[first:] {
+		republished = republished || (ev.Kind == fleet.KindUpsert && ev.Name == "f1" && ev.Version.Term > termA)
+	}
+	assert.True(t, republished, "the new writer republishes every fleet under its term")
+	assert.Zero(t, a.agent.Term(), "the partitioned leader stopped publishing")
+}
+
+func ev(evs []fleet.Event, i int) fleet.Event { return evs[i] }
