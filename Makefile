@@ -5,6 +5,7 @@ SHELL := /usr/bin/env bash
 
 GO        ?= go
 EMULATORS := scripts/emulators.sh
+CONTROLPLANE := scripts/controlplane.sh
 # Where `make emulators-up` keeps the emulators' PIDs, ports and logs.
 EMU_DIR   := .emulators
 BENCHTIME ?= 2s
@@ -24,12 +25,20 @@ vet: ## Check formatting and run go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: vet ## Run every test with -race, starting and stopping the emulators.
+test: vet ## Run every test with -race: builds the control plane if missing, starts and stops the emulators.
+	eval "$$($(CONTROLPLANE) build)"; \
+	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
 	$(EMULATORS) run -- $(GO) test -race -count=1 ./...
 
+.PHONY: controlplane
+controlplane: ## Build kube-apiserver and etcd into the user cache (once per machine and version).
+	$(CONTROLPLANE) build
+
 .PHONY: bench
-bench: ## Run the benchmarks against the emulators (see docs/benchmarks.md).
-	$(EMULATORS) run -- $(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) -count=1 ./...
+bench: ## Run the benchmarks on the emulators and the control plane (see docs/benchmarks.md).
+	eval "$$($(CONTROLPLANE) build)"; \
+	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
+	$(EMULATORS) run -- $(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) -count=1 -timeout=60m ./...
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz test for FUZZTIME (default 30s).

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -20,7 +21,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/logging"
+	"k8s.io/klog/v2"
 )
 
 // waitTimeout bounds every wait for the pipeline: a push retry takes about a
@@ -35,6 +40,9 @@ var (
 	functionBinary string
 	// ingestFn is the function instance the push subscriptions target.
 	ingestFn *function
+	// cp is the Kubernetes control plane, when its binaries are built.
+	cp    *controlplane.ControlPlane
+	cpErr error
 )
 
 func TestMain(m *testing.M) {
@@ -66,6 +74,17 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer ingestFn.stop()
+	// The publisher's tests also need a Kubernetes control plane.
+	if ok, _ := controlplane.Available(); ok {
+		cp, cpErr = controlplane.Start("")
+		if cpErr == nil {
+			defer cp.Stop()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			cpErr = cp.InstallFleetCRD(ctx)
+			cancel()
+		}
+	}
+	klog.SetSlogLogger(logging.New(kubetest.LogWriter("klog"), slog.LevelInfo))
 	return m.Run()
 }
 

@@ -23,6 +23,9 @@ import (
 type pipeline struct {
 	tb        testing.TB
 	cluster   string
+	ps        *pubsub.Client
+	topicID   string
+	nsName    string // namespace of the fleets (default "default")
 	fs        *firestore.Client
 	publisher *pubsub.Publisher
 	fn        *function
@@ -65,7 +68,7 @@ func newPipelineTo(tb testing.TB, fn *function) *pipeline {
 	pub := ps.Publisher(topicID)
 	pub.EnableMessageOrdering = true
 	tb.Cleanup(pub.Stop)
-	return &pipeline{tb: tb, cluster: "c" + suffix, fs: emulator.Firestore(tb, project), publisher: pub, fn: fn}
+	return &pipeline{tb: tb, cluster: "c" + suffix, ps: ps, topicID: topicID, fs: emulator.Firestore(tb, project), publisher: pub, fn: fn}
 }
 
 // publish sends ev and returns its message ID.
@@ -102,7 +105,11 @@ func outcomeOf(lines []map[string]any) string {
 }
 
 func (p *pipeline) key(name string) fleet.Key {
-	return fleet.Key{Cluster: p.cluster, Namespace: "default", Name: name}
+	ns := p.nsName
+	if ns == "" {
+		ns = "default"
+	}
+	return fleet.Key{Cluster: p.cluster, Namespace: ns, Name: name}
 }
 
 func (p *pipeline) event(kind fleet.Kind, name string, seq int64) fleet.Event {

@@ -2,9 +2,7 @@ package publisher_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -12,20 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/internal/controlplane"
+	"github.com/fleetcast/fleetcast/internal/kubetest"
 	"github.com/fleetcast/fleetcast/logging"
-	"github.com/fleetcast/fleetcast/publisher"
 )
 
 var (
@@ -40,7 +30,7 @@ func TestMain(m *testing.M) {
 
 func testMain(m *testing.M) int {
 	// client-go logs through klog; keep test output readable.
-	klog.SetSlogLogger(logging.New(testWriter{nil, "klog"}, slog.LevelInfo))
+	klog.SetSlogLogger(logging.New(kubetest.LogWriter("klog"), slog.LevelInfo))
 	if ok, _ := controlplane.Available(); ok {
 		cp, cpErr = controlplane.Start("")
 		if cpErr == nil {
@@ -110,141 +100,14 @@ func describe(evs []fleet.Event) string {
 	return s
 }
 
-// env is one test's namespace and clients.
-type env struct {
-	tb  testing.TB
-	ns  string
-	dyn dynamic.Interface
-}
-
-func newEnv(tb testing.TB) *env {
+func newNamespace(tb testing.TB) *kubetest.Namespace {
 	tb.Helper()
-	c := controlplane.Require(tb, cp, cpErr)
-	kube := kubernetes.NewForConfigOrDie(c.RESTConfig())
-	ns := fmt.Sprintf("t%d", time.Now().UnixNano()%1_000_000_000)
-	_, err := kube.CoreV1().Namespaces().Create(tb.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(tb, err)
-	return &env{tb: tb, ns: ns, dyn: dynamic.NewForConfigOrDie(c.RESTConfig())}
+	return kubetest.NewNamespace(tb, controlplane.Require(tb, cp, cpErr))
 }
 
-func (e *env) fleets(ns string) dynamic.ResourceInterface {
-	return e.dyn.Resource(publisher.FleetGVR).Namespace(ns)
+func setReady(n *kubetest.Namespace, ns, name string, ready int64) {
+	n.SetStatus(ns, name, map[string]any{"replicas": int64(3), "readyReplicas": ready})
 }
-
-func (e *env) createFleet(ns, name string, labels map[string]string) {
-	e.tb.Helper()
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "agones.dev/v1",
-		"kind":       "Fleet",
-		"metadata":   map[string]any{"name": name, "namespace": ns},
-		"spec": map[string]any{
-			"replicas": int64(3), "scheduling": "Packed",
-			"template": map[string]any{"spec": map[string]any{"ports": []any{map[string]any{"containerPort": int64(7654)}}}},
-		},
-	}}
-	obj.SetLabels(labels)
-	_, err := e.fleets(ns).Create(e.tb.Context(), obj, metav1.CreateOptions{})
-	require.NoError(e.tb, err)
-}
-
-func (e *env) patch(ns, name string, patch map[string]any, subresource ...string) {
-	e.tb.Helper()
-	b, err := json.Marshal(patch)
-	require.NoError(e.tb, err)
-	_, err = e.fleets(ns).Patch(e.tb.Context(), name, types.MergePatchType, b, metav1.PatchOptions{}, subresource...)
-	require.NoError(e.tb, err)
-}
-
-func (e *env) setReady(ns, name string, ready int64) {
-	e.tb.Helper()
-	e.patch(ns, name, map[string]any{"status": map[string]any{"replicas": int64(3), "readyReplicas": ready}}, "status")
-}
-
-func (e *env) deleteFleet(ns, name string) {
-	e.tb.Helper()
-	require.NoError(e.tb, e.fleets(ns).Delete(e.tb.Context(), name, metav1.DeleteOptions{}))
-}
-
-// config is a publisher configuration for tests: leader election off
-// unless a test turns it on, the Lease in the test's namespace.
-func (e *env) config(cluster string) publisher.Config {
-	return publisher.Config{
-		Cluster:           cluster,
-		Namespaces:        []string{e.ns},
-		Project:           "unused",
-		Topic:             "unused",
-		Projection:        publisher.Projection{ExcludeLabels: []string{"noise.example.com/*"}},
-		MinInterval:       20 * time.Millisecond,
-		SnapshotInterval:  time.Hour,
-		LeaseName:         "fleetcast-publisher",
-		LeaseNamespace:    e.ns,
-		LeaseDuration:     2 * time.Second,
-		RenewDeadline:     1500 * time.Millisecond,
-		RetryPeriod:       250 * time.Millisecond,
-		ID:                "pub-" + cluster,
-		ShutdownGrace:     5 * time.Second,
-		SnapshotPartBytes: fleet.DefaultSnapshotPartBytes,
-		PublisherVersion:  "test",
-	}
-}
-
-// instance is a running publisher.
-type instance struct {
-	cancel context.CancelFunc
-	done   chan error
-	agent  *publisher.Agent
-	sender *publisher.Sender
-}
-
-func (e *env) start(cfg publisher.Config, kube *rest.Config, t publisher.Transport) *instance {
-	e.tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	inst := &instance{cancel: cancel, done: make(chan error, 1)}
-	ready := make(chan struct{})
-	go func() {
-		inst.done <- publisher.Run(ctx, cfg, publisher.Deps{
-			Kube:      kube,
-			Transport: t,
-			Log:       logging.New(testWriter{e.tb, cfg.ID}, slog.LevelInfo),
-			Ready: func(a *publisher.Agent, s *publisher.Sender) {
-				inst.agent, inst.sender = a, s
-				close(ready)
-			},
-		})
-	}()
-	select {
-	case <-ready:
-	case err := <-inst.done:
-		e.tb.Fatalf("publisher exited: %v", err)
-	case <-time.After(waitTime):
-		e.tb.Fatal("publisher did not sync")
-	}
-	e.tb.Cleanup(inst.stop)
-	return inst
-}
-
-func (i *instance) stop() {
-	i.cancel()
-	select {
-	case <-i.done:
-	case <-time.After(30 * time.Second):
-	}
-}
-
-// testWriter sends logs to the test log, once the test has not ended.
-type testWriter struct {
-	tb testing.TB
-	id string
-}
-
-func (w testWriter) Write(p []byte) (int, error) {
-	if os.Getenv("FLEETCAST_TEST_LOGS") == "1" {
-		fmt.Fprintf(os.Stderr, "[%s] %s", w.id, p)
-	}
-	return len(p), nil
-}
-
-var _ io.Writer = testWriter{}
 
 func only(evs []fleet.Event, kind fleet.Kind) []fleet.Event {
 	var out []fleet.Event

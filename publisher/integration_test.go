@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/internal/kubetest"
 	"github.com/fleetcast/fleetcast/publisher"
 )
 
@@ -20,9 +21,9 @@ import (
 // state (excluded labels, annotations not included) must publish nothing,
 // which the next step's event proves.
 func TestEachChangeProducesExactlyTheExpectedEvent(t *testing.T) {
-	e := newEnv(t)
+	e := newNamespace(t)
 	rec := newRecorder()
-	e.start(e.config("pc"), cp.RESTConfig(), rec)
+	kubetest.StartPublisher(t, kubetest.Config("pc", e.Name), cp.RESTConfig(), rec)
 	rec.waitFor(t, "the initial snapshot", func(evs []fleet.Event) bool { return len(only(evs, fleet.KindSnapshot)) == 1 })
 
 	step := func(name string, n int, check func(fleet.Event)) {
@@ -36,51 +37,51 @@ func TestEachChangeProducesExactlyTheExpectedEvent(t *testing.T) {
 		}
 	}
 
-	e.createFleet(e.ns, "sgs", map[string]string{"platform": "pc"})
+	e.CreateFleet(e.Name, "sgs", map[string]string{"platform": "pc"})
 	step("create", 1, func(ev fleet.Event) {
 		assert.Equal(t, fleet.KindUpsert, ev.Kind)
-		assert.Equal(t, e.ns, ev.Namespace)
+		assert.Equal(t, e.Name, ev.Namespace)
 		assert.Equal(t, int64(3), ev.Fleet.Spec.Replicas)
 		assert.Equal(t, "Packed", ev.Fleet.Spec.Scheduling)
 		assert.NotEmpty(t, ev.Fleet.UID)
 	})
 
-	e.setReady(e.ns, "sgs", 2)
+	setReady(e, e.Name, "sgs", 2)
 	step("status patch", 2, func(ev fleet.Event) { assert.Equal(t, int64(2), ev.Fleet.Status.ReadyReplicas) })
 
 	// Not state: an excluded label and an annotation nobody asked for.
-	e.patch(e.ns, "sgs", map[string]any{"metadata": map[string]any{
+	e.Patch(e.Name, "sgs", map[string]any{"metadata": map[string]any{
 		"labels":      map[string]any{"noise.example.com/tick": "1"},
 		"annotations": map[string]any{"example.com/note": "x"},
 	}})
-	e.patch(e.ns, "sgs", map[string]any{"metadata": map[string]any{"labels": map[string]any{"version": "1.2"}}})
+	e.Patch(e.Name, "sgs", map[string]any{"metadata": map[string]any{"labels": map[string]any{"version": "1.2"}}})
 	step("label change", 3, func(ev fleet.Event) {
 		assert.Equal(t, map[string]string{"platform": "pc", "version": "1.2"}, ev.Fleet.Labels)
 	})
 
-	e.deleteFleet(e.ns, "sgs")
+	e.DeleteFleet(e.Name, "sgs")
 	step("delete", 4, func(ev fleet.Event) { assert.Equal(t, fleet.KindDelete, ev.Kind) })
 }
 
 func TestNamespaceAndLabelSelectorFilter(t *testing.T) {
-	e := newEnv(t)
-	other := newEnv(t)
+	e := newNamespace(t)
+	other := newNamespace(t)
 	rec := newRecorder()
-	cfg := e.config("pc")
-	cfg.Namespaces = []string{e.ns}
+	cfg := kubetest.Config("pc", e.Name)
+	cfg.Namespaces = []string{e.Name}
 	cfg.LabelSelector = "platform=pc"
-	e.start(cfg, cp.RESTConfig(), rec)
+	kubetest.StartPublisher(t, cfg, cp.RESTConfig(), rec)
 
-	e.createFleet(other.ns, "elsewhere", map[string]string{"platform": "pc"})
-	e.createFleet(e.ns, "console", map[string]string{"platform": "ps5"})
-	e.createFleet(e.ns, "pc", map[string]string{"platform": "pc"})
+	e.CreateFleet(other.Name, "elsewhere", map[string]string{"platform": "pc"})
+	e.CreateFleet(e.Name, "console", map[string]string{"platform": "ps5"})
+	e.CreateFleet(e.Name, "pc", map[string]string{"platform": "pc"})
 	evs := rec.waitFor(t, "the matching fleet", func(evs []fleet.Event) bool { return len(fleetEvents(evs)) >= 1 })
 	got := fleetEvents(evs)
 	require.Len(t, got, 1)
 	assert.Equal(t, "pc", got[0].Name)
 
 	// Relabelled out of the selector: gone, as far as fleetcast knows.
-	e.patch(e.ns, "pc", map[string]any{"metadata": map[string]any{"labels": map[string]any{"platform": "xbox"}}})
+	e.Patch(e.Name, "pc", map[string]any{"metadata": map[string]any{"labels": map[string]any{"platform": "xbox"}}})
 	evs = rec.waitFor(t, "the delete", func(evs []fleet.Event) bool { return len(fleetEvents(evs)) >= 2 })
 	got = fleetEvents(evs)
 	require.Len(t, got, 2)
@@ -92,12 +93,12 @@ func TestNamespaceAndLabelSelectorFilter(t *testing.T) {
 // 2 s publish at most ceil(elapsed / min-interval) + 1 upserts, the last
 // with the final status.
 func TestStatusChurnIsCoalesced(t *testing.T) {
-	e := newEnv(t)
+	e := newNamespace(t)
 	rec := newRecorder()
-	cfg := e.config("pc")
+	cfg := kubetest.Config("pc", e.Name)
 	cfg.MinInterval = time.Second
-	e.start(cfg, cp.RESTConfig(), rec)
-	e.createFleet(e.ns, "busy", nil)
+	kubetest.StartPublisher(t, cfg, cp.RESTConfig(), rec)
+	e.CreateFleet(e.Name, "busy", nil)
 	rec.waitFor(t, "the create", func(evs []fleet.Event) bool { return len(fleetEvents(evs)) == 1 })
 	letTimePass(cfg.MinInterval) // a quiet period, so the first patch is a leading edge
 	before := len(rec.all())
@@ -106,7 +107,7 @@ func TestStatusChurnIsCoalesced(t *testing.T) {
 	const patches = 200
 	tick := time.NewTicker(10 * time.Millisecond)
 	for i := range int64(patches) {
-		e.patch(e.ns, "busy", map[string]any{"status": map[string]any{"readyReplicas": i % 3, "allocations": i + 1}}, "status")
+		e.Patch(e.Name, "busy", map[string]any{"status": map[string]any{"readyReplicas": i % 3, "allocations": i + 1}}, "status")
 		<-tick.C
 	}
 	tick.Stop()
@@ -132,7 +133,7 @@ func TestStatusChurnIsCoalesced(t *testing.T) {
 // over with a higher term, so no event of the old term follows the new
 // term's first.
 func TestLeaderElection(t *testing.T) {
-	e := newEnv(t)
+	e := newNamespace(t)
 	rec := newRecorder()
 	var cutA atomic.Bool
 	kubeA := cp.RESTConfig()
@@ -144,7 +145,7 @@ func TestLeaderElection(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	}
-	cfgA, cfgB := e.config("pc"), e.config("pc")
+	cfgA, cfgB := kubetest.Config("pc", e.Name), kubetest.Config("pc", e.Name)
 	cfgA.LeaderElect, cfgB.LeaderElect = true, true
 	cfgA.ID, cfgB.ID = "pub-a", "pub-b"
 	cfgA.SnapshotInterval, cfgB.SnapshotInterval = 200*time.Millisecond, 200*time.Millisecond
@@ -155,10 +156,10 @@ func TestLeaderElection(t *testing.T) {
 	for _, c := range []*publisher.Config{&cfgA, &cfgB} {
 		c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 3*time.Second, 1500*time.Millisecond, 250*time.Millisecond
 	}
-	e.createFleet(e.ns, "f1", nil)
-	a := e.start(cfgA, kubeA, rec)
+	e.CreateFleet(e.Name, "f1", nil)
+	a := kubetest.StartPublisher(t, cfgA, kubeA, rec)
 	rec.waitFor(t, "pub-a to lead", func(evs []fleet.Event) bool { return len(evs) > 0 })
-	e.start(cfgB, cp.RESTConfig(), rec)
+	kubetest.StartPublisher(t, cfgB, cp.RESTConfig(), rec)
 
 	// Churn, and let pub-b campaign for a while: it must stay silent.
 	stopChurn := make(chan struct{})
@@ -171,7 +172,7 @@ func TestLeaderElection(t *testing.T) {
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			e.setReady(e.ns, "f1", i%3)
+			setReady(e, e.Name, "f1", i%3)
 		}
 	}()
 	defer func() { close(stopChurn); <-churned }()
@@ -179,7 +180,7 @@ func TestLeaderElection(t *testing.T) {
 	for _, ev := range rec.all() {
 		require.Equal(t, "pub-a", ev.Publisher.ID, "only the leader publishes")
 	}
-	termA := a.agent.Term()
+	termA := a.Agent.Term()
 	require.NotZero(t, termA)
 
 	cutA.Store(true)
@@ -210,7 +211,7 @@ func TestLeaderElection(t *testing.T) {
 		republished = republished || (ev.Kind == fleet.KindUpsert && ev.Name == "f1" && ev.Version.Term > termA)
 	}
 	assert.True(t, republished, "the new writer republishes every fleet under its term")
-	assert.Zero(t, a.agent.Term(), "the partitioned leader stopped publishing")
+	assert.Zero(t, a.Agent.Term(), "the partitioned leader stopped publishing")
 }
 
 func ev(evs []fleet.Event, i int) fleet.Event { return evs[i] }

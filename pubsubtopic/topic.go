@@ -7,10 +7,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	schema "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -80,6 +84,23 @@ func TopicName(project, topicID string) string {
 	return fmt.Sprintf("projects/%s/topics/%s", project, topicID)
 }
 
+// ClientOptions are the options the publisher's Pub/Sub client needs beyond
+// the defaults: after an outage, gRPC must try to reconnect within seconds
+// (its default backoff grows to two minutes), so that what waited is
+// delivered as soon as Pub/Sub is back.
+func ClientOptions() []option.ClientOption {
+	return []option.ClientOption{
+		option.WithGRPCDialOption(grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		})),
+	}
+}
+
+// PublishTimeout bounds one publish, retries within the client included.
+// Past it the Sender retries with the fleet's latest state.
+const PublishTimeout = 15 * time.Second
+
 // Transport publishes fleet events to one topic with the long-lived Pub/Sub
 // publisher client: asynchronous, batched, ordered per fleet.
 type Transport struct {
@@ -90,6 +111,7 @@ type Transport struct {
 func NewTransport(client *pubsub.Client, topicID string) *Transport {
 	pub := client.Publisher(topicID)
 	pub.EnableMessageOrdering = true
+	pub.PublishSettings.Timeout = PublishTimeout
 	return &Transport{pub: pub}
 }
 

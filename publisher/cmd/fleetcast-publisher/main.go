@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	kube.UserAgent = "fleetcast-publisher/" + publisher.Version
 
-	client, err := pubsub.NewClient(ctx, cfg.Project)
+	client, err := pubsub.NewClient(ctx, cfg.Project, pubsubtopic.ClientOptions()...)
 	if err != nil {
 		return fmt.Errorf("pubsub client: %w", err)
 	}

@@ -1,0 +1,219 @@
+package emulatortests
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/internal/controlplane"
+	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/pubsubtopic"
+)
+
+// BenchmarkPublisher runs the real publisher binary against the control
+// plane and the Pub/Sub emulator with 1 000 and 10 000 fleets, changes fleet
+// statuses at 100 per second (b.N changes; on every fleet, or on 10 hot
+// ones), and reports the publisher's CPU time per second, its memory, and
+// how many messages it published for how many informer events.
+func BenchmarkPublisher(b *testing.B) {
+	for _, bc := range []struct{ fleets, hot int }{{1000, 1000}, {10000, 10000}, {1000, 10}} {
+		b.Run(fmt.Sprintf("fleets=%d/changing=%d", bc.fleets, bc.hot), func(b *testing.B) { benchmarkPublisher(b, bc.fleets, bc.hot) })
+	}
+}
+
+// benchFleets are namespaces filled with n fleets, kept across the runs of
+// a benchmark (creating 10 000 fleets takes a while).
+var benchFleets = map[int]*kubetest.Namespace{}
+
+func benchmarkPublisher(b *testing.B, fleets, hot int) {
+	c := controlplane.Require(b, cp, cpErr)
+	emulator.Host(b, emulator.PubSubHostEnv)
+	ctx := b.Context()
+	topic := "bench-" + randomHex(b, 4)
+	require.NoError(b, pubsubtopic.EnsureTopic(ctx, emulator.PubSub(b, project), emulator.SchemaClient(b), topic, "fleet-event"))
+
+	start := time.Now()
+	ns := benchFleets[fleets]
+	if ns != nil {
+		ns = ns.For(b)
+	} else {
+		ns = kubetest.NewNamespace(b, c)
+		parallel(fleets, 8, func(i int) { ns.CreateFleet(ns.Name, fmt.Sprintf("f%05d", i), nil) })
+		benchFleets[fleets] = ns
+		b.Logf("created %d fleets in %v", fleets, time.Since(start).Round(time.Millisecond))
+		start = time.Now()
+	}
+
+	port, err := freePort()
+	require.NoError(b, err)
+	bin := publisherBinary(b)
+	cmd := exec.Command(bin,
+		"--cluster=bench", "--project="+project, "--topic="+topic,
+		"--namespaces="+ns.Name, "--lease-namespace="+ns.Name,
+		"--kubeconfig="+c.Kubeconfig, "--metrics-addr=127.0.0.1:"+port,
+		"--min-interval=1s", "--snapshot-interval=30s", "--log-level=WARNING")
+	cmd.Env = append(os.Environ(), "FLEETCAST_ID=bench")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(b, cmd.Start())
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	metricsURL := "http://127.0.0.1:" + port + "/metrics"
+	// Ready once every fleet has been published under its term.
+	deadline := time.Now().Add(5 * time.Minute)
+	for metric(b, metricsURL, `fleetcast_publisher_publishes_total{kind="FLEET_UPSERT",result="ok"}`) < float64(fleets) {
+		require.Nil(b, cmd.ProcessState, "the publisher exited")
+		require.True(b, time.Now().Before(deadline), "publisher did not publish %d fleets within 5 min", fleets)
+		letTimePass(200 * time.Millisecond)
+	}
+	b.Logf("publisher started, synced and published %d fleets in %v", fleets, time.Since(start).Round(time.Millisecond))
+
+	cpu0 := cpuTime(b, cmd.Process.Pid)
+	pub0 := metricSum(b, metricsURL, "fleetcast_publisher_publishes_total{")
+	inf0 := metricSum(b, metricsURL, "fleetcast_publisher_informer_events_total{")
+	b.ResetTimer()
+	t0 := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond) // 100 changes per second
+	for i := range b.N {
+		<-tick.C
+		ns.SetStatus(ns.Name, fmt.Sprintf("f%05d", rand.IntN(hot)), map[string]any{"readyReplicas": int64(i % 4), "allocations": int64(i)})
+	}
+	tick.Stop()
+	letTimePass(1500 * time.Millisecond) // the trailing publishes of the last changes
+	b.StopTimer()
+	wall := time.Since(t0)
+	cpu := cpuTime(b, cmd.Process.Pid) - cpu0
+	published := metricSum(b, metricsURL, "fleetcast_publisher_publishes_total{") - pub0
+	informer := metricSum(b, metricsURL, "fleetcast_publisher_informer_events_total{") - inf0
+	rss, hwm := memory(b, cmd.Process.Pid)
+
+	b.ReportMetric(float64(cpu.Milliseconds())/wall.Seconds(), "cpu-ms/s")
+	b.ReportMetric(rss/(1<<20), "rss-MiB")
+	b.ReportMetric(hwm/(1<<20), "peak-rss-MiB")
+	b.ReportMetric(informer, "informer-events")
+	b.ReportMetric(published, "published")
+	b.ReportMetric(published/max(informer, 1), "msgs/event")
+}
+
+var (
+	publisherBinOnce sync.Once
+	publisherBin     string
+	publisherBinErr  error
+)
+
+func publisherBinary(tb testing.TB) string {
+	tb.Helper()
+	publisherBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fleetcast-bench")
+		if err != nil {
+			publisherBinErr = err
+			return
+		}
+		publisherBin = filepath.Join(dir, "fleetcast-publisher")
+		out, err := exec.Command("go", "build", "-o", publisherBin, "github.com/fleetcast/fleetcast/publisher/cmd/fleetcast-publisher").CombinedOutput()
+		if err != nil {
+			publisherBinErr = fmt.Errorf("build publisher: %w\n%s", err, out)
+		}
+	})
+	require.NoError(tb, publisherBinErr)
+	return publisherBin
+}
+
+func parallel(n, workers int, f func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// metric returns the value of the sample named exactly (with labels).
+func metric(tb testing.TB, url, sample string) float64 {
+	tb.Helper()
+	return scrape(tb, url, func(line string) bool { return strings.HasPrefix(line, sample+" ") })
+}
+
+// metricSum sums the samples whose line starts with prefix.
+func metricSum(tb testing.TB, url, prefix string) float64 {
+	tb.Helper()
+	return scrape(tb, url, func(line string) bool { return strings.HasPrefix(line, prefix) })
+}
+
+func scrape(tb testing.TB, url string, match func(string) bool) float64 {
+	tb.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0 // not serving yet
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !match(line) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		require.NoError(tb, err, line)
+		sum += v
+	}
+	return sum
+}
+
+// cpuTime is the user plus system CPU time of a process (Linux).
+func cpuTime(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(tb, err)
+	// Fields after the command name, which is in parentheses.
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, err := strconv.ParseInt(fields[11], 10, 64)
+	require.NoError(tb, err)
+	stime, err := strconv.ParseInt(fields[12], 10, 64)
+	require.NoError(tb, err)
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+}
+
+// memory returns the resident set size and its peak, in bytes (Linux).
+func memory(tb testing.TB, pid int) (rss, hwm float64) {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(tb, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb * 1024
+		case "VmHWM:":
+			hwm = kb * 1024
+		}
+	}
+	return rss, hwm
+}

@@ -1,0 +1,192 @@
+// Package kubetest drives Fleets and publishers on a test control plane
+// (internal/controlplane): namespaces with Fleet helpers, and publisher
+// instances run in-process with a chosen Transport.
+package kubetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/internal/controlplane"
+	"github.com/fleetcast/fleetcast/logging"
+	"github.com/fleetcast/fleetcast/publisher"
+)
+
+// WaitTimeout bounds every wait on the control plane or a publisher.
+const WaitTimeout = 30 * time.Second
+
+// Namespace is a fresh namespace of one test, with Fleet helpers.
+type Namespace struct {
+	tb   testing.TB
+	Name string
+	Dyn  dynamic.Interface
+}
+
+// NewNamespace creates a namespace with a unique name on cp.
+func NewNamespace(tb testing.TB, cp *controlplane.ControlPlane) *Namespace {
+	tb.Helper()
+	kube, err := kubernetes.NewForConfig(cp.RESTConfig())
+	require.NoError(tb, err)
+	name := fmt.Sprintf("t%d", time.Now().UnixNano()%1_000_000_000)
+	_, err = kube.CoreV1().Namespaces().Create(tb.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(tb, err)
+	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
+	require.NoError(tb, err)
+	return &Namespace{tb: tb, Name: name, Dyn: dyn}
+}
+
+// For returns the namespace bound to another test or benchmark, for one
+// that reuses a namespace filled before it.
+func (n *Namespace) For(tb testing.TB) *Namespace {
+	c := *n
+	c.tb = tb
+	return &c
+}
+
+// Fleets is the Fleet resource of namespace ns.
+func (n *Namespace) Fleets(ns string) dynamic.ResourceInterface {
+	return n.Dyn.Resource(publisher.FleetGVR).Namespace(ns)
+}
+
+// CreateFleet creates a Fleet with 3 replicas in namespace ns.
+func (n *Namespace) CreateFleet(ns, name string, labels map[string]string) {
+	n.tb.Helper()
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "agones.dev/v1",
+		"kind":       "Fleet",
+		"metadata":   map[string]any{"name": name, "namespace": ns},
+		"spec": map[string]any{
+			"replicas": int64(3), "scheduling": "Packed",
+			"template": map[string]any{"spec": map[string]any{"ports": []any{map[string]any{"containerPort": int64(7654)}}}},
+		},
+	}}
+	obj.SetLabels(labels)
+	_, err := n.Fleets(ns).Create(n.tb.Context(), obj, metav1.CreateOptions{})
+	require.NoError(n.tb, err)
+}
+
+// Patch merge-patches a Fleet (or its subresource).
+func (n *Namespace) Patch(ns, name string, patch map[string]any, subresource ...string) {
+	n.tb.Helper()
+	b, err := json.Marshal(patch)
+	require.NoError(n.tb, err)
+	_, err = n.Fleets(ns).Patch(n.tb.Context(), name, types.MergePatchType, b, metav1.PatchOptions{}, subresource...)
+	require.NoError(n.tb, err)
+}
+
+// SetStatus merge-patches a Fleet's status through the status subresource,
+// as the Agones controller does.
+func (n *Namespace) SetStatus(ns, name string, status map[string]any) {
+	n.tb.Helper()
+	n.Patch(ns, name, map[string]any{"status": status}, "status")
+}
+
+// DeleteFleet deletes a Fleet.
+func (n *Namespace) DeleteFleet(ns, name string) {
+	n.tb.Helper()
+	require.NoError(n.tb, n.Fleets(ns).Delete(n.tb.Context(), name, metav1.DeleteOptions{}))
+}
+
+// Config is a publisher configuration for tests: cluster, the namespace
+// watched and holding the Lease, leader election off, short intervals.
+func Config(cluster, namespace string) publisher.Config {
+	return publisher.Config{
+		Cluster:           cluster,
+		Namespaces:        []string{namespace},
+		Project:           "unused",
+		Topic:             "unused",
+		Projection:        publisher.Projection{ExcludeLabels: []string{"noise.example.com/*"}},
+		MinInterval:       20 * time.Millisecond,
+		SnapshotInterval:  time.Hour,
+		LeaseName:         "fleetcast-publisher",
+		LeaseNamespace:    namespace,
+		LeaseDuration:     3 * time.Second,
+		RenewDeadline:     1500 * time.Millisecond,
+		RetryPeriod:       250 * time.Millisecond,
+		ID:                "pub-" + cluster,
+		ShutdownGrace:     5 * time.Second,
+		SnapshotPartBytes: fleet.DefaultSnapshotPartBytes,
+		PublisherVersion:  "test",
+	}
+}
+
+// Publisher is a publisher run in-process.
+type Publisher struct {
+	Agent  *publisher.Agent
+	Sender *publisher.Sender
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+// StartPublisher runs a publisher until the test ends (or Stop), and waits
+// until its informers synced.
+func StartPublisher(tb testing.TB, cfg publisher.Config, kube *rest.Config, t publisher.Transport) *Publisher {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Publisher{cancel: cancel, done: make(chan error, 1)}
+	ready := make(chan struct{})
+	go func() {
+		p.done <- publisher.Run(ctx, cfg, publisher.Deps{
+			Kube:      kube,
+			Transport: t,
+			Log:       logging.New(LogWriter(cfg.ID), slog.LevelInfo),
+			Ready: func(a *publisher.Agent, s *publisher.Sender) {
+				p.Agent, p.Sender = a, s
+				close(ready)
+			},
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-p.done:
+		cancel()
+		tb.Fatalf("publisher %s exited: %v", cfg.ID, err)
+	case <-time.After(WaitTimeout):
+		cancel()
+		tb.Fatalf("publisher %s did not sync within %v", cfg.ID, WaitTimeout)
+	}
+	tb.Cleanup(p.Stop)
+	return p
+}
+
+// Stop shuts the publisher down (flushing, releasing its Lease) and waits;
+// once, however often it is called.
+func (p *Publisher) Stop() {
+	p.once.Do(func() {
+		p.cancel()
+		select {
+		case <-p.done:
+		case <-time.After(WaitTimeout):
+		}
+	})
+}
+
+// LogWriter is where in-process publishers log: stderr, prefixed, when
+// FLEETCAST_TEST_LOGS=1, nowhere otherwise.
+func LogWriter(prefix string) logWriter { return logWriter(prefix) }
+
+type logWriter string
+
+func (w logWriter) Write(p []byte) (int, error) {
+	if os.Getenv("FLEETCAST_TEST_LOGS") == "1" {
+		fmt.Fprintf(os.Stderr, "[%s] %s", string(w), p)
+	}
+	return len(p), nil
+}
