@@ -75,14 +75,9 @@ func testMain(m *testing.M) int {
 	}
 	defer ingestFn.stop()
 	// The publisher's tests also need a Kubernetes control plane.
-	if ok, _ := controlplane.Available(); ok {
-		cp, cpErr = controlplane.Start("")
-		if cpErr == nil {
-			defer cp.Stop()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			cpErr = cp.InstallFleetCRD(ctx)
-			cancel()
-		}
+	cp, cpErr = controlplane.StartWithFleetCRD()
+	if cp != nil {
+		defer cp.Stop()
 	}
 	klog.SetSlogLogger(logging.New(kubetest.LogWriter("klog"), slog.LevelInfo))
 	return m.Run()

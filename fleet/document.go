@@ -92,18 +92,6 @@ type ClusterDocument struct {
 // Key returns the document's fleet key.
 func (d *Document) Key() Key { return Key{Cluster: d.Cluster, Namespace: d.Namespace, Name: d.Name} }
 
-// State returns the fleet state a live document holds.
-func (d *Document) State() State {
-	s := State{UID: d.UID, Labels: d.Labels, Annotations: d.Annotations}
-	if d.Spec != nil {
-		s.Spec = *d.Spec
-	}
-	if d.Status != nil {
-		s.Status = d.Status.Status()
-	}
-	return s
-}
-
 // Outcome says what applying an event to a stored document did.
 type Outcome string
 
@@ -242,31 +230,6 @@ func NewDocStatus(s Status) *DocStatus {
 		Counters:          docAggregates(s.Counters),
 		Lists:             docAggregates(s.Lists),
 	}
-}
-
-// Status returns the status without the derived fields.
-func (d *DocStatus) Status() Status {
-	s := Status{
-		Replicas:          d.Replicas,
-		ReadyReplicas:     d.ReadyReplicas,
-		ReservedReplicas:  d.ReservedReplicas,
-		AllocatedReplicas: d.AllocatedReplicas,
-		Allocations:       d.Allocations,
-		Players:           Players{Count: d.Players.Count, Capacity: d.Players.Capacity},
-	}
-	if len(d.Counters) > 0 {
-		s.Counters = make(map[string]Aggregate, len(d.Counters))
-		for k, a := range d.Counters {
-			s.Counters[k] = Aggregate{Count: a.Count, Capacity: a.Capacity, AllocatedCount: a.AllocatedCount, AllocatedCapacity: a.AllocatedCapacity}
-		}
-	}
-	if len(d.Lists) > 0 {
-		s.Lists = make(map[string]Aggregate, len(d.Lists))
-		for k, a := range d.Lists {
-			s.Lists[k] = Aggregate{Count: a.Count, Capacity: a.Capacity, AllocatedCount: a.AllocatedCount, AllocatedCapacity: a.AllocatedCapacity}
-		}
-	}
-	return s
 }
 
 func docAggregates(m map[string]Aggregate) map[string]DocAggregate {

@@ -61,10 +61,6 @@ func (k Key) DocID() string {
 	return k.Cluster + idSeparator + k.Namespace + idSeparator + k.Name
 }
 
-// Less orders keys as their document IDs sort, which is the tuple order of
-// (cluster, namespace, name).
-func (k Key) Less(o Key) bool { return k.DocID() < o.DocID() }
-
 // ParseDocID is the inverse of Key.DocID. It rejects any ID that DocID
 // could not have produced.
 func ParseDocID(id string) (Key, error) {

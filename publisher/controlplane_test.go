@@ -31,14 +31,9 @@ func TestMain(m *testing.M) {
 func testMain(m *testing.M) int {
 	// client-go logs through klog; keep test output readable.
 	klog.SetSlogLogger(logging.New(kubetest.LogWriter("klog"), slog.LevelInfo))
-	if ok, _ := controlplane.Available(); ok {
-		cp, cpErr = controlplane.Start("")
-		if cpErr == nil {
-			defer cp.Stop()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			cpErr = cp.InstallFleetCRD(ctx)
-			cancel()
-		}
+	cp, cpErr = controlplane.StartWithFleetCRD()
+	if cp != nil {
+		defer cp.Stop()
 	}
 	return m.Run()
 }

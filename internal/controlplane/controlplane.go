@@ -92,6 +92,27 @@ func Require(tb testing.TB, cp *ControlPlane, startErr error) *ControlPlane {
 	return nil
 }
 
+// StartWithFleetCRD is what a test package's TestMain calls: when the
+// binaries are configured, it starts a control plane with the Fleet CRD
+// installed; when not, it returns nil and no error, and tests calling
+// Require skip or fail.
+func StartWithFleetCRD() (*ControlPlane, error) {
+	if ok, _ := Available(); !ok {
+		return nil, nil
+	}
+	cp, err := Start("")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cp.InstallFleetCRD(ctx); err != nil {
+		cp.Stop()
+		return nil, err
+	}
+	return cp, nil
+}
+
 // Start starts etcd and kube-apiserver in a new directory under dir and
 // waits until the API server is ready. Stop must be called.
 func Start(dir string) (*ControlPlane, error) {
@@ -130,14 +151,7 @@ func (cp *ControlPlane) start() error {
 	if err != nil {
 		return err
 	}
-	if err := cp.wait("etcd", cp.etcdDone, func() bool {
-		resp, err := http.Get(etcdURL + "/health")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}); err != nil {
+	if err := cp.wait("etcd", cp.etcdDone, answersOK(http.DefaultClient, etcdURL+"/health", "")); err != nil {
 		return err
 	}
 
@@ -165,19 +179,30 @@ func (cp *ControlPlane) start() error {
 		return err
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: insecureTLS()}, Timeout: 2 * time.Second}
-	if err := cp.wait("kube-apiserver", cp.apiDone, func() bool {
-		req, _ := http.NewRequest(http.MethodGet, cp.URL+"/readyz", nil)
-		req.Header.Set("Authorization", "Bearer "+cp.AdminToken)
+	if err := cp.wait("kube-apiserver", cp.apiDone, answersOK(client, cp.URL+"/readyz", cp.AdminToken)); err != nil {
+		return err
+	}
+	return cp.writeKubeconfig()
+}
+
+// answersOK returns a probe: does GET url (with a bearer token, if any)
+// answer 200?
+func answersOK(client *http.Client, url, token string) func() bool {
+	return func() bool {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			return false
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			return false
 		}
 		defer resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}); err != nil {
-		return err
 	}
-	return cp.writeKubeconfig()
 }
 
 func (cp *ControlPlane) writeCredentials() error {

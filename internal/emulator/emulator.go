@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"testing"
 
@@ -100,9 +99,4 @@ func EmulatorOptions(host string) []option.ClientOption {
 		option.WithoutAuthentication(),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
 	}
-}
-
-// String describes where the emulators are, for failure messages.
-func String() string {
-	return fmt.Sprintf("%s=%q %s=%q", FirestoreHostEnv, os.Getenv(FirestoreHostEnv), PubSubHostEnv, os.Getenv(PubSubHostEnv))
 }
