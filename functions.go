@@ -7,4 +7,6 @@ package fleetcast
 import (
 	// IngestFleetEvents: Pub/Sub fleet events → Firestore.
 	_ "github.com/fleetcast/fleetcast/functions/ingest"
+	// QueryFleets: the HTTP query API over Firestore.
+	_ "github.com/fleetcast/fleetcast/functions/query"
 )

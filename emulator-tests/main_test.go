@@ -94,13 +94,18 @@ type function struct {
 // startFunction starts a function instance writing to the Firestore
 // emulator at firestoreHost and waits until it accepts connections.
 func startFunction(firestoreHost string) (*function, error) {
+	return startFunctionTarget("IngestFleetEvents", firestoreHost)
+}
+
+// startFunctionTarget starts the local runner serving target.
+func startFunctionTarget(target, firestoreHost string) (*function, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(functionBinary)
 	cmd.Env = append(os.Environ(),
-		"FUNCTION_TARGET=IngestFleetEvents",
+		"FUNCTION_TARGET="+target,
 		"PORT="+port,
 		"GOOGLE_CLOUD_PROJECT="+project,
 		emulator.FirestoreHostEnv+"="+firestoreHost,

@@ -17,3 +17,9 @@ var FleetEventAvro []byte
 //
 //go:embed fleet_document.schema.json
 var FleetDocumentJSONSchema []byte
+
+// QueryAPIOpenAPI is the OpenAPI 3.1 description of the QueryFleets HTTP
+// API.
+//
+//go:embed query_api.openapi.yaml
+var QueryAPIOpenAPI []byte

@@ -16,6 +16,7 @@ import (
 
 	// The functions register themselves in init.
 	_ "github.com/fleetcast/fleetcast/functions/ingest"
+	_ "github.com/fleetcast/fleetcast/functions/query"
 )
 
 func main() {

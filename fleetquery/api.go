@@ -1,0 +1,145 @@
+package fleetquery
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fleetcast/fleetcast/fleet"
+)
+
+// Fleet is one fleet in the query API.
+type Fleet struct {
+	Cluster           string                        `json:"cluster"`
+	Namespace         string                        `json:"namespace"`
+	Name              string                        `json:"name"`
+	Labels            map[string]string             `json:"labels"`
+	Annotations       map[string]string             `json:"annotations,omitempty"`
+	Replicas          int64                         `json:"replicas"`
+	CurrentReplicas   int64                         `json:"currentReplicas"`
+	ReadyReplicas     int64                         `json:"readyReplicas"`
+	AllocatedReplicas int64                         `json:"allocatedReplicas"`
+	ReservedReplicas  int64                         `json:"reservedReplicas"`
+	Allocations       int64                         `json:"allocations"`
+	Scheduling        string                        `json:"scheduling,omitempty"`
+	Players           fleet.DocCapacity             `json:"players"`
+	Counters          map[string]fleet.DocAggregate `json:"counters"`
+	Lists             map[string]fleet.DocAggregate `json:"lists"`
+	ObservedAt        time.Time                     `json:"observedAt"`
+	LagMillis         int64                         `json:"lagMillis"`
+	Version           fleet.Version                 `json:"version"`
+	Stale             bool                          `json:"stale"`
+}
+
+// FleetList is a page of fleets.
+type FleetList struct {
+	Items         []Fleet `json:"items"`
+	NextPageToken string  `json:"nextPageToken,omitempty"`
+	// TotalSize counts the fleets matching the query, over every page.
+	TotalSize int `json:"totalSize"`
+}
+
+// NewFleet shapes a live document.
+func NewFleet(d *fleet.Document, stale bool) Fleet {
+	f := Fleet{
+		Cluster: d.Cluster, Namespace: d.Namespace, Name: d.Name,
+		Labels: nonNil(d.Labels), Annotations: d.Annotations,
+		ObservedAt: d.ObservedAt, LagMillis: d.LagMillis, Version: d.Version, Stale: stale,
+		Counters: map[string]fleet.DocAggregate{}, Lists: map[string]fleet.DocAggregate{},
+	}
+	if d.Spec != nil {
+		f.Replicas, f.Scheduling = d.Spec.Replicas, d.Spec.Scheduling
+	}
+	if s := d.Status; s != nil {
+		f.CurrentReplicas, f.ReadyReplicas, f.AllocatedReplicas = s.Replicas, s.ReadyReplicas, s.AllocatedReplicas
+		f.ReservedReplicas, f.Allocations, f.Players = s.ReservedReplicas, s.Allocations, s.Players
+		f.Counters, f.Lists = nonNil(s.Counters), nonNil(s.Lists)
+	}
+	return f
+}
+
+// Cluster is one cluster in the query API.
+type Cluster struct {
+	Cluster     string            `json:"cluster"`
+	Labels      map[string]string `json:"labels"`
+	Publisher   fleet.Publisher   `json:"publisher"`
+	HeartbeatAt time.Time         `json:"heartbeatAt"`
+	FleetCount  int64             `json:"fleetCount"`
+	Totals      fleet.DocStatus   `json:"totals"`
+	Stale       bool              `json:"stale"`
+}
+
+// ClusterList lists every cluster.
+type ClusterList struct {
+	Items []Cluster `json:"items"`
+}
+
+// NewCluster shapes a cluster document.
+func NewCluster(c *fleet.ClusterDocument, stale bool) Cluster {
+	t := c.Totals
+	t.Counters, t.Lists = nonNil(t.Counters), nonNil(t.Lists)
+	return Cluster{
+		Cluster: c.Cluster, Labels: nonNil(c.Labels), Publisher: c.Publisher, HeartbeatAt: c.HeartbeatAt,
+		FleetCount: c.FleetCount, Totals: t, Stale: stale,
+	}
+}
+
+// LabelValues answers "which values of this label are deployed where".
+type LabelValues struct {
+	Key    string       `json:"key"`
+	Values []LabelValue `json:"values"`
+}
+
+// LabelValue is one value of a label across live fleets.
+type LabelValue struct {
+	Value             string   `json:"value"`
+	Fleets            int64    `json:"fleets"`
+	ReadyReplicas     int64    `json:"readyReplicas"`
+	AllocatedReplicas int64    `json:"allocatedReplicas"`
+	Clusters          []string `json:"clusters"`
+}
+
+// AggregateLabel sums the live documents carrying label key by value,
+// most fleets first, then by value.
+func AggregateLabel(key string, docs []*fleet.Document) LabelValues {
+	byValue := map[string]*LabelValue{}
+	clusters := map[string]map[string]bool{}
+	for _, d := range docs {
+		v, ok := d.Labels[key]
+		if d.Deleted || !ok {
+			continue
+		}
+		lv := byValue[v]
+		if lv == nil {
+			lv = &LabelValue{Value: v}
+			byValue[v] = lv
+			clusters[v] = map[string]bool{}
+		}
+		lv.Fleets++
+		if d.Status != nil {
+			lv.ReadyReplicas += d.Status.ReadyReplicas
+			lv.AllocatedReplicas += d.Status.AllocatedReplicas
+		}
+		clusters[v][d.Cluster] = true
+	}
+	out := LabelValues{Key: key, Values: []LabelValue{}}
+	for v, lv := range byValue {
+		lv.Clusters = slices.Sorted(maps.Keys(clusters[v]))
+		out.Values = append(out.Values, *lv)
+	}
+	slices.SortFunc(out.Values, func(a, b LabelValue) int {
+		if a.Fleets != b.Fleets {
+			return int(b.Fleets - a.Fleets)
+		}
+		return strings.Compare(a.Value, b.Value)
+	})
+	return out
+}
+
+func nonNil[V any](m map[string]V) map[string]V {
+	if m == nil {
+		return map[string]V{}
+	}
+	return m
+}

@@ -1,0 +1,344 @@
+// Package fleetquery answers questions about the stored fleets: it parses
+// and validates query parameters (label selectors in Kubernetes syntax,
+// capacity thresholds, ordering, pages), splits a query into the equality
+// filters a database can apply and the rest, applied in memory, and shapes
+// the answers of the query API (schemas/query_api.openapi.yaml).
+package fleetquery
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/fleetcast/fleetcast/fleet"
+)
+
+// Limits of a page.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// Orderings of a fleet list.
+const (
+	OrderByName      = "name"      // cluster, namespace, name ascending
+	OrderByReady     = "ready"     // most ready replicas first
+	OrderByAvailable = "available" // most available capacity of the counter (or list) first
+)
+
+// Query is a validated fleet list query.
+type Query struct {
+	Clusters     []string
+	Namespace    string
+	Selector     labels.Selector
+	MinReady     int64
+	Counter      string // with MinAvailable: at least that much available in the counter
+	MinAvailable int64
+	List         string // with MinListAvailable
+	MinListAvail int64
+	IncludeStale bool
+	OrderBy      string
+	PageSize     int
+	// After is the position of the last item of the previous page.
+	After *Cursor
+}
+
+// ParamError is a bad query parameter; Param names it.
+type ParamError struct {
+	Param   string
+	Message string
+}
+
+func (e *ParamError) Error() string { return fmt.Sprintf("parameter %s: %s", e.Param, e.Message) }
+
+func paramErr(param, format string, args ...any) *ParamError {
+	return &ParamError{Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+var knownParams = map[string]bool{
+	"cluster": true, "namespace": true, "selector": true, "minReady": true, "counter": true, "minAvailable": true,
+	"list": true, "minListAvailable": true, "includeStale": true, "orderBy": true, "pageSize": true, "pageToken": true,
+}
+
+// ParseQuery reads the parameters of GET /v1/fleets.
+func ParseQuery(v url.Values) (Query, error) {
+	for name := range v {
+		if !knownParams[name] {
+			return Query{}, paramErr(name, "unknown parameter")
+		}
+	}
+	q := Query{OrderBy: OrderByName, PageSize: DefaultPageSize, Selector: labels.Everything()}
+	for _, c := range v["cluster"] {
+		if err := fleet.ValidateClusterName(c); err != nil {
+			return Query{}, paramErr("cluster", "%q is not a cluster name (a DNS-1123 label)", c)
+		}
+		if !slices.Contains(q.Clusters, c) {
+			q.Clusters = append(q.Clusters, c)
+		}
+	}
+	if len(q.Clusters) > 30 {
+		return Query{}, paramErr("cluster", "at most 30 clusters per query")
+	}
+	if ns, err := single(v, "namespace"); err != nil {
+		return Query{}, err
+	} else if ns != "" {
+		if err := (fleet.FleetRef{Namespace: ns, Name: "x"}).Validate(); err != nil {
+			return Query{}, paramErr("namespace", "%q is not a namespace name", ns)
+		}
+		q.Namespace = ns
+	}
+	if s, err := single(v, "selector"); err != nil {
+		return Query{}, err
+	} else if s != "" {
+		sel, err := labels.Parse(s)
+		if err != nil {
+			return Query{}, paramErr("selector", "%v", err)
+		}
+		q.Selector = sel
+	}
+	var err error
+	if q.MinReady, err = nonNegative(v, "minReady"); err != nil {
+		return Query{}, err
+	}
+	if q.Counter, q.MinAvailable, err = threshold(v, "counter", "minAvailable"); err != nil {
+		return Query{}, err
+	}
+	if q.List, q.MinListAvail, err = threshold(v, "list", "minListAvailable"); err != nil {
+		return Query{}, err
+	}
+	if s, err := single(v, "includeStale"); err != nil {
+		return Query{}, err
+	} else if s != "" {
+		if q.IncludeStale, err = strconv.ParseBool(s); err != nil {
+			return Query{}, paramErr("includeStale", "%q: want true or false", s)
+		}
+	}
+	if s, err := single(v, "orderBy"); err != nil {
+		return Query{}, err
+	} else if s != "" {
+		switch s {
+		case OrderByName, OrderByReady:
+		case OrderByAvailable:
+			if q.Counter == "" && q.List == "" {
+				return Query{}, paramErr("orderBy", "available needs a counter or list parameter")
+			}
+		default:
+			return Query{}, paramErr("orderBy", "%q: want name, ready or available", s)
+		}
+		q.OrderBy = s
+	}
+	if s, err := single(v, "pageSize"); err != nil {
+		return Query{}, err
+	} else if s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return Query{}, paramErr("pageSize", "%q: want an integer from 1 to %d", s, MaxPageSize)
+		}
+		q.PageSize = n
+	}
+	if s, err := single(v, "pageToken"); err != nil {
+		return Query{}, err
+	} else if s != "" {
+		c, err := decodeCursor(s)
+		if err != nil || c.Query != q.fingerprint() {
+			return Query{}, paramErr("pageToken", "not a token of this query; start again without it")
+		}
+		q.After = &c
+	}
+	return q, nil
+}
+
+func single(v url.Values, name string) (string, error) {
+	switch vals := v[name]; len(vals) {
+	case 0:
+		return "", nil
+	case 1:
+		return vals[0], nil
+	default:
+		return "", paramErr(name, "given %d times; give it once", len(vals))
+	}
+}
+
+func nonNegative(v url.Values, name string) (int64, error) {
+	s, err := single(v, name)
+	if err != nil || s == "" {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, paramErr(name, "%q: want a non-negative integer", s)
+	}
+	return n, nil
+}
+
+// threshold reads a key parameter and its minimum (both or neither).
+func threshold(v url.Values, keyParam, minParam string) (string, int64, error) {
+	key, err := single(v, keyParam)
+	if err != nil {
+		return "", 0, err
+	}
+	min, err := nonNegative(v, minParam)
+	if err != nil {
+		return "", 0, err
+	}
+	if _, given := v[minParam]; given && key == "" {
+		return "", 0, paramErr(minParam, "needs %s, the key it applies to", keyParam)
+	}
+	if key != "" && (len(key) > fleet.MaxAggregateKey || strings.TrimSpace(key) == "") {
+		return "", 0, paramErr(keyParam, "%q is not a %s key", key, keyParam)
+	}
+	return key, min, nil
+}
+
+// Equalities returns the selector's requirements a database can apply as
+// equality filters on labels.<key>: "k=v", "k==v" and "k in (v)".
+func (q Query) Equalities() map[string]string {
+	out := map[string]string{}
+	reqs, _ := q.Selector.Requirements()
+	for _, r := range reqs {
+		vals := r.Values().UnsortedList()
+		switch {
+		case (r.Operator() == selection.Equals || r.Operator() == selection.DoubleEquals) && len(vals) == 1,
+			r.Operator() == selection.In && len(vals) == 1:
+			out[r.Key()] = vals[0]
+		}
+	}
+	return out
+}
+
+// Matches applies every filter of q to a live document; stale says whether
+// its cluster's heartbeat is too old.
+func (q Query) Matches(d *fleet.Document, stale bool) bool {
+	if d.Deleted || (stale && !q.IncludeStale) {
+		return false
+	}
+	if len(q.Clusters) > 0 && !slices.Contains(q.Clusters, d.Cluster) {
+		return false
+	}
+	if q.Namespace != "" && d.Namespace != q.Namespace {
+		return false
+	}
+	if !q.Selector.Matches(labels.Set(d.Labels)) {
+		return false
+	}
+	st := d.Status
+	if st == nil {
+		st = &fleet.DocStatus{}
+	}
+	if st.ReadyReplicas < q.MinReady {
+		return false
+	}
+	if q.Counter != "" {
+		c, ok := st.Counters[q.Counter]
+		if !ok || c.Available < q.MinAvailable {
+			return false
+		}
+	}
+	if q.List != "" {
+		l, ok := st.Lists[q.List]
+		if !ok || l.Available < q.MinListAvail {
+			return false
+		}
+	}
+	return true
+}
+
+// Cursor is the position after which the next page starts, bound to the
+// query it belongs to.
+type Cursor struct {
+	Query string `json:"q"`
+	Key   int64  `json:"k"`
+	ID    string `json:"id"`
+}
+
+func decodeCursor(s string) (Cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return Cursor{}, err
+	}
+	var c Cursor
+	if err := json.Unmarshal(b, &c); err != nil {
+		return Cursor{}, err
+	}
+	return c, nil
+}
+
+func (c Cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// fingerprint identifies the query a page token belongs to: every
+// parameter but the page size and token.
+func (q Query) fingerprint() string {
+	sel := ""
+	if q.Selector != nil {
+		sel = q.Selector.String()
+	}
+	h := sha256.Sum256(fmt.Appendf(nil, "%v|%s|%s|%d|%s|%d|%s|%d|%t|%s", q.Clusters, q.Namespace, sel, q.MinReady,
+		q.Counter, q.MinAvailable, q.List, q.MinListAvail, q.IncludeStale, q.OrderBy))
+	return hex.EncodeToString(h[:8])
+}
+
+// sortKey is the primary ordering value of a document under q (larger
+// first), 0 for ordering by name.
+func (q Query) sortKey(d *fleet.Document) int64 {
+	if d.Status == nil {
+		return 0
+	}
+	switch q.OrderBy {
+	case OrderByReady:
+		return d.Status.ReadyReplicas
+	case OrderByAvailable:
+		if q.Counter != "" {
+			return d.Status.Counters[q.Counter].Available
+		}
+		return d.Status.Lists[q.List].Available
+	}
+	return 0
+}
+
+// compare orders documents for q: by the sort key descending, then by
+// document ID, which is (cluster, namespace, name) order.
+func (q Query) compare(a, b *fleet.Document) int {
+	return cmp.Or(cmp.Compare(q.sortKey(b), q.sortKey(a)), strings.Compare(a.Key().DocID(), b.Key().DocID()))
+}
+
+// Page sorts the matching documents, cuts the page after the cursor and
+// returns it with the token of the next page ("" on the last).
+func (q Query) Page(docs []*fleet.Document) ([]*fleet.Document, string) {
+	slices.SortFunc(docs, q.compare)
+	start := 0
+	if q.After != nil {
+		start, _ = slices.BinarySearchFunc(docs, *q.After, func(d *fleet.Document, c Cursor) int {
+			return cmp.Or(cmp.Compare(c.Key, q.sortKey(d)), strings.Compare(d.Key().DocID(), c.ID))
+		})
+		for start < len(docs) && docs[start].Key().DocID() == q.After.ID && q.sortKey(docs[start]) == q.After.Key {
+			start++
+		}
+	}
+	end := min(start+q.PageSize, len(docs))
+	page := docs[start:end]
+	if end == len(docs) {
+		return page, ""
+	}
+	last := page[len(page)-1]
+	return page, Cursor{Query: q.fingerprint(), Key: q.sortKey(last), ID: last.Key().DocID()}.encode()
+}
+
+// IsStale reports whether a cluster's last heartbeat is older than
+// staleAfter at now (or it never sent one).
+func IsStale(c *fleet.ClusterDocument, now time.Time, staleAfter time.Duration) bool {
+	return c == nil || now.Sub(c.HeartbeatAt) > staleAfter
+}

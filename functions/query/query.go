@@ -1,0 +1,382 @@
+// Package query is the QueryFleets Cloud Function: the HTTP API over the
+// fleets and clusters in Firestore, described by
+// schemas/query_api.openapi.yaml, for callers in any language.
+package query
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/fleetcast/fleetcast/firestoredb"
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetquery"
+	"github.com/fleetcast/fleetcast/logging"
+)
+
+// Reader is what the API reads from.
+type Reader interface {
+	ListFleets(ctx context.Context, f firestoredb.FleetFilter) ([]*fleet.Document, error)
+	FleetsWithLabel(ctx context.Context, key string) ([]*fleet.Document, error)
+	GetFleet(ctx context.Context, k fleet.Key) (*fleet.Document, error)
+	ListClusters(ctx context.Context) ([]*fleet.ClusterDocument, error)
+	GetCluster(ctx context.Context, name string) (*fleet.ClusterDocument, error)
+}
+
+var _ Reader = (*firestoredb.Store)(nil)
+
+// DefaultStaleAfter is three default snapshot intervals: a cluster whose
+// last heartbeat is older is stale, and its fleets are left out unless
+// asked for.
+const DefaultStaleAfter = 90 * time.Second
+
+// Handler serves the query API.
+type Handler struct {
+	store      Reader
+	log        *slog.Logger
+	now        func() time.Time
+	staleAfter time.Duration
+	mux        *http.ServeMux
+}
+
+// NewHandler returns the API over store.
+func NewHandler(store Reader, log *slog.Logger, now func() time.Time, staleAfter time.Duration) *Handler {
+	h := &Handler{store: store, log: log, now: now, staleAfter: staleAfter, mux: http.NewServeMux()}
+	h.mux.HandleFunc("/v1/fleets", h.get(h.listFleets))
+	h.mux.HandleFunc("/v1/fleets/{cluster}/{namespace}/{name}", h.get(h.getFleet))
+	h.mux.HandleFunc("/v1/clusters", h.get(h.listClusters))
+	h.mux.HandleFunc("/v1/clusters/{cluster}", h.get(h.getCluster))
+	h.mux.HandleFunc("/v1/labels/{key...}", h.get(h.labelValues))
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.fail(w, r, http.StatusNotFound, "NOT_FOUND", "", fmt.Sprintf("no such resource: %s", r.URL.Path))
+	})
+	return h
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// apiError is an answer other than 200.
+type apiError struct {
+	status int
+	code   string
+	param  string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badParam(err error) *apiError {
+	var pe *fleetquery.ParamError
+	if errors.As(err, &pe) {
+		return &apiError{status: http.StatusBadRequest, code: "INVALID_ARGUMENT", param: pe.Param, msg: pe.Error()}
+	}
+	return &apiError{status: http.StatusBadRequest, code: "INVALID_ARGUMENT", msg: err.Error()}
+}
+
+func notFound(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusNotFound, code: "NOT_FOUND", msg: fmt.Sprintf(format, args...)}
+}
+
+// get wraps a read-only endpoint: GET and HEAD only, errors as JSON.
+func (h *Handler) get(f func(*http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			h.fail(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "", fmt.Sprintf("method %s not allowed; use GET", r.Method))
+			return
+		}
+		v, err := f(r)
+		var ae *apiError
+		switch {
+		case errors.As(err, &ae):
+			h.fail(w, r, ae.status, ae.code, ae.param, ae.msg)
+		case err != nil:
+			// The store failed: a transient condition, worth a retry.
+			h.log.ErrorContext(r.Context(), "query failed", "path", r.URL.Path, logging.KeyError, err.Error())
+			h.fail(w, r, http.StatusServiceUnavailable, "UNAVAILABLE", "", "the fleet store is unavailable; retry")
+		default:
+			h.reply(w, r, v)
+		}
+	}
+}
+
+func (h *Handler) listFleets(r *http.Request) (any, error) {
+	q, err := fleetquery.ParseQuery(r.URL.Query())
+	if err != nil {
+		return nil, badParam(err)
+	}
+	stale, err := h.staleness(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	docs, err := h.store.ListFleets(r.Context(), firestoredb.FleetFilter{Clusters: q.Clusters, Namespace: q.Namespace, Labels: q.Equalities()})
+	if err != nil {
+		return nil, err
+	}
+	matched := docs[:0]
+	for _, d := range docs {
+		if q.Matches(d, stale(d.Cluster)) {
+			matched = append(matched, d)
+		}
+	}
+	page, next := q.Page(matched)
+	out := fleetquery.FleetList{Items: make([]fleetquery.Fleet, 0, len(page)), NextPageToken: next, TotalSize: len(matched)}
+	for _, d := range page {
+		out.Items = append(out.Items, fleetquery.NewFleet(d, stale(d.Cluster)))
+	}
+	return out, nil
+}
+
+func (h *Handler) getFleet(r *http.Request) (any, error) {
+	k := fleet.Key{Cluster: r.PathValue("cluster"), Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	if err := fleet.ValidateClusterName(k.Cluster); err != nil {
+		return nil, badParam(&fleetquery.ParamError{Param: "cluster", Message: err.Error()})
+	}
+	if err := k.Ref().Validate(); err != nil {
+		return nil, badParam(&fleetquery.ParamError{Param: "namespace/name", Message: err.Error()})
+	}
+	d, err := h.store.GetFleet(r.Context(), k)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil || d.Deleted {
+		return nil, notFound("fleet %s not found", k)
+	}
+	c, err := h.store.GetCluster(r.Context(), k.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	return fleetquery.NewFleet(d, fleetquery.IsStale(c, h.now(), h.staleAfter)), nil
+}
+
+func (h *Handler) listClusters(r *http.Request) (any, error) {
+	if len(r.URL.Query()) > 0 {
+		for name := range r.URL.Query() {
+			return nil, badParam(&fleetquery.ParamError{Param: name, Message: "unknown parameter"})
+		}
+	}
+	cs, err := h.store.ListClusters(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	out := fleetquery.ClusterList{Items: make([]fleetquery.Cluster, 0, len(cs))}
+	for _, c := range cs {
+		out.Items = append(out.Items, fleetquery.NewCluster(c, fleetquery.IsStale(c, h.now(), h.staleAfter)))
+	}
+	return out, nil
+}
+
+func (h *Handler) getCluster(r *http.Request) (any, error) {
+	name := r.PathValue("cluster")
+	if err := fleet.ValidateClusterName(name); err != nil {
+		return nil, badParam(&fleetquery.ParamError{Param: "cluster", Message: err.Error()})
+	}
+	c, err := h.store.GetCluster(r.Context(), name)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, notFound("cluster %s not found", name)
+	}
+	return fleetquery.NewCluster(c, fleetquery.IsStale(c, h.now(), h.staleAfter)), nil
+}
+
+func (h *Handler) labelValues(r *http.Request) (any, error) {
+	key := r.PathValue("key")
+	if err := fleet.ValidateLabels("key", map[string]string{key: ""}); err != nil {
+		return nil, badParam(&fleetquery.ParamError{Param: "key", Message: fmt.Sprintf("%q is not a label key", key)})
+	}
+	includeStale := false
+	for name, vals := range r.URL.Query() {
+		if name != "includeStale" || len(vals) != 1 || (vals[0] != "true" && vals[0] != "false") {
+			return nil, badParam(&fleetquery.ParamError{Param: name, Message: "the only parameter is includeStale=true|false"})
+		}
+		includeStale = vals[0] == "true"
+	}
+	stale, err := h.staleness(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	docs, err := h.store.FleetsWithLabel(r.Context(), key)
+	if err != nil {
+		return nil, err
+	}
+	live := docs[:0]
+	for _, d := range docs {
+		if !d.Deleted && (includeStale || !stale(d.Cluster)) {
+			live = append(live, d)
+		}
+	}
+	return fleetquery.AggregateLabel(key, live), nil
+}
+
+// staleness reads the clusters' heartbeats once per request.
+func (h *Handler) staleness(ctx context.Context) (func(cluster string) bool, error) {
+	cs, err := h.store.ListClusters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]*fleet.ClusterDocument, len(cs))
+	for _, c := range cs {
+		byName[c.Cluster] = c
+	}
+	now := h.now()
+	return func(cluster string) bool { return fleetquery.IsStale(byName[cluster], now, h.staleAfter) }, nil
+}
+
+// reply writes v as JSON with a strong ETag, answering 304 when the
+// client has it already, and gzip when the client accepts it.
+func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "INTERNAL", "", "cannot encode the answer")
+		return
+	}
+	sum := sha256.Sum256(body)
+	etag := hex.EncodeToString(sum[:16])
+	gz := acceptsGzip(r) && len(body) > 512
+	if gz {
+		etag += "-gzip" // a strong ETag names one representation
+		w.Header().Set("Content-Encoding", "gzip")
+	}
+	etag = `"` + etag + `"`
+	hd := w.Header()
+	hd.Set("ETag", etag)
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("Vary", "Accept-Encoding")
+	if matchesETag(r.Header.Get("If-None-Match"), etag) {
+		hd.Del("Content-Encoding")
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	hd.Set("Content-Type", "application/json")
+	if gz {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		_, _ = zw.Write(body)
+		_ = zw.Close()
+		body = buf.Bytes()
+	}
+	hd.Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, code, param, msg string) {
+	e := map[string]any{"code": status, "status": code, "message": msg}
+	if param != "" {
+		e["param"] = param
+	}
+	body, _ := json.Marshal(map[string]any{"error": e})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(coding), "gzip") && strings.ReplaceAll(params, " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesETag applies If-None-Match's weak comparison.
+func matchesETag(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == "*" || t == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// Config is the function's configuration, from the environment.
+type Config struct {
+	ProjectID, Database string
+	StaleAfter          time.Duration
+	LogLevel            slog.Level
+}
+
+// ConfigFromEnv reads GOOGLE_CLOUD_PROJECT, FIRESTORE_DATABASE, STALE_AFTER
+// and LOG_LEVEL.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	c := Config{ProjectID: getenv("GOOGLE_CLOUD_PROJECT"), Database: getenv("FIRESTORE_DATABASE"), StaleAfter: DefaultStaleAfter}
+	if c.ProjectID == "" {
+		c.ProjectID = firestore.DetectProjectID
+	}
+	if c.Database == "" {
+		c.Database = firestore.DefaultDatabaseID
+	}
+	if v := getenv("STALE_AFTER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return Config{}, fmt.Errorf("STALE_AFTER=%q: want a positive duration such as 90s", v)
+		}
+		c.StaleAfter = d
+	}
+	lvl, err := logging.ParseLevel(getenv("LOG_LEVEL"))
+	if err != nil {
+		return Config{}, fmt.Errorf("LOG_LEVEL: %w", err)
+	}
+	c.LogLevel = lvl
+	return c, nil
+}
+
+var (
+	defaultMu      sync.Mutex
+	defaultHandler *Handler
+)
+
+func handler(ctx context.Context) (*Handler, error) {
+	defaultMu.Lock()
+	defer defaultMu.Unlock()
+	if defaultHandler != nil {
+		return defaultHandler, nil
+	}
+	cfg, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("configure QueryFleets: %w", err)
+	}
+	client, err := firestore.NewClientWithDatabase(context.WithoutCancel(ctx), cfg.ProjectID, cfg.Database)
+	if err != nil {
+		return nil, fmt.Errorf("create firestore client: %w", err)
+	}
+	defaultHandler = NewHandler(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now),
+		logging.New(os.Stdout, cfg.LogLevel), time.Now, cfg.StaleAfter)
+	return defaultHandler, nil
+}
+
+// QueryFleets is the Cloud Function's entry point.
+func QueryFleets(w http.ResponseWriter, r *http.Request) {
+	h, err := handler(r.Context())
+	if err != nil {
+		logging.New(os.Stdout, slog.LevelInfo).ErrorContext(r.Context(), "QueryFleets cannot start", logging.KeyError, err.Error())
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":{"code":503,"status":"UNAVAILABLE","message":"the function is not configured; see its logs"}}`))
+		return
+	}
+	h.ServeHTTP(w, r)
+}

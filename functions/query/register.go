@@ -1,0 +1,7 @@
+package query
+
+import "github.com/GoogleCloudPlatform/functions-framework-go/functions"
+
+func init() {
+	functions.HTTP("QueryFleets", QueryFleets)
+}
