@@ -32,10 +32,12 @@ import (
 // api is the query API served in-process over a fresh Firestore project,
 // with every response checked against the OpenAPI document.
 type api struct {
-	tb    testing.TB
-	store *firestoredb.Store
-	srv   *httptest.Server
-	seq   int64
+	tb      testing.TB
+	project string
+	store   *firestoredb.Store
+	srv     *httptest.Server
+	seq     int64
+	live    map[fleet.Key]int64 // seq of each live fleet's last upsert
 }
 
 var (
@@ -69,11 +71,12 @@ func apiValidator(tb testing.TB) validator.Validator {
 
 func newAPI(tb testing.TB) *api {
 	tb.Helper()
-	store := firestoredb.New(emulator.Firestore(tb, emulator.ProjectID(tb)), time.Hour, time.Now)
+	project := emulator.ProjectID(tb)
+	store := firestoredb.New(emulator.Firestore(tb, project), time.Hour, time.Now)
 	h := query.NewHandler(store, logging.New(io.Discard, logging.LevelWarning), time.Now, query.DefaultStaleAfter)
 	srv := httptest.NewServer(h)
 	tb.Cleanup(srv.Close)
-	return &api{tb: tb, store: store, srv: srv, seq: 1}
+	return &api{tb: tb, project: project, store: store, srv: srv, seq: 1, live: map[fleet.Key]int64{}}
 }
 
 type response struct {
@@ -153,12 +156,14 @@ func (a *api) put(specs ...fleetSpec) {
 		}
 		_, err := a.store.Apply(a.tb.Context(), ev)
 		require.NoError(a.tb, err)
+		a.live[ev.Key()] = a.seq
 	}
 }
 
 func (a *api) remove(cluster, ns, name string) {
 	a.tb.Helper()
 	a.seq++
+	delete(a.live, fleet.Key{Cluster: cluster, Namespace: ns, Name: name})
 	_, err := a.store.Apply(a.tb.Context(), fleet.Event{
 		SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindDelete, Cluster: cluster,
 		Version: fleet.Version{Term: 1, Seq: a.seq}, ObservedAt: fleet.MicrosOf(time.Now()),
@@ -167,12 +172,19 @@ func (a *api) remove(cluster, ns, name string) {
 	require.NoError(a.tb, err)
 }
 
-// heartbeat records a snapshot heartbeat of cluster taken age ago (listing
-// no fleets: these tests write fleets after it and with newer versions).
+// heartbeat records a snapshot of cluster taken age ago, listing its live
+// fleets as a publisher would.
 func (a *api) heartbeat(cluster string, age time.Duration) {
 	a.tb.Helper()
 	a.seq++
-	part := fleet.SplitSnapshot(nil, fleet.DefaultSnapshotPartBytes)[0]
+	var entries []fleet.SnapshotEntry
+	for k, seq := range a.live {
+		if k.Cluster == cluster {
+			entries = append(entries, fleet.SnapshotEntry{Namespace: k.Namespace, Name: k.Name, Version: fleet.Version{Term: 1, Seq: seq}})
+		}
+	}
+	part := fleet.SplitSnapshot(entries, fleet.DefaultSnapshotPartBytes)[0]
+	part.FleetCount = int64(len(entries))
 	part.ClusterLabels = map[string]string{"platform": cluster}
 	_, err := a.store.Apply(a.tb.Context(), fleet.Event{
 		SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindSnapshot, Cluster: cluster,
