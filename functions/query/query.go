@@ -23,38 +23,24 @@ import (
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetquery"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
-// Reader is what the API reads from.
-type Reader interface {
-	ListFleets(ctx context.Context, f firestoredb.FleetFilter) ([]*fleet.Document, error)
-	FleetsWithLabel(ctx context.Context, key string) ([]*fleet.Document, error)
-	GetFleet(ctx context.Context, k fleet.Key) (*fleet.Document, error)
-	ListClusters(ctx context.Context) ([]*fleet.ClusterDocument, error)
-	GetCluster(ctx context.Context, name string) (*fleet.ClusterDocument, error)
-}
-
-var _ Reader = (*firestoredb.Store)(nil)
-
-// DefaultStaleAfter is three default snapshot intervals: a cluster whose
-// last heartbeat is older is stale, and its fleets are left out unless
-// asked for.
-const DefaultStaleAfter = 90 * time.Second
+// DefaultStaleAfter is fleetapi's: three default snapshot intervals.
+const DefaultStaleAfter = fleetapi.DefaultStaleAfter
 
 // Handler serves the query API.
 type Handler struct {
-	store      Reader
-	log        *slog.Logger
-	now        func() time.Time
-	staleAfter time.Duration
-	mux        *http.ServeMux
+	svc *fleetapi.Service
+	log *slog.Logger
+	mux *http.ServeMux
 }
 
 // NewHandler returns the API over store.
-func NewHandler(store Reader, log *slog.Logger, now func() time.Time, staleAfter time.Duration) *Handler {
-	h := &Handler{store: store, log: log, now: now, staleAfter: staleAfter, mux: http.NewServeMux()}
+func NewHandler(store fleetapi.Reader, log *slog.Logger, now func() time.Time, staleAfter time.Duration) *Handler {
+	h := &Handler{svc: fleetapi.NewService(store, now, staleAfter), log: log, mux: http.NewServeMux()}
 	h.mux.HandleFunc("/v1/fleets", h.get(h.listFleets))
 	h.mux.HandleFunc("/v1/fleets/{cluster}/{namespace}/{name}", h.get(h.getFleet))
 	h.mux.HandleFunc("/v1/clusters", h.get(h.listClusters))
@@ -118,26 +104,7 @@ func (h *Handler) listFleets(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, badParam(err)
 	}
-	stale, err := h.staleness(r.Context())
-	if err != nil {
-		return nil, err
-	}
-	docs, err := h.store.ListFleets(r.Context(), firestoredb.FleetFilter{Clusters: q.Clusters, Namespace: q.Namespace, Labels: q.Equalities()})
-	if err != nil {
-		return nil, err
-	}
-	matched := docs[:0]
-	for _, d := range docs {
-		if q.Matches(d, stale(d.Cluster)) {
-			matched = append(matched, d)
-		}
-	}
-	page, next := q.Page(matched)
-	out := fleetquery.FleetList{Items: make([]fleetquery.Fleet, 0, len(page)), NextPageToken: next, TotalSize: len(matched)}
-	for _, d := range page {
-		out.Items = append(out.Items, fleetquery.NewFleet(d, stale(d.Cluster)))
-	}
-	return out, nil
+	return h.svc.ListFleets(r.Context(), q)
 }
 
 func (h *Handler) getFleet(r *http.Request) (any, error) {
@@ -148,35 +115,14 @@ func (h *Handler) getFleet(r *http.Request) (any, error) {
 	if err := k.Ref().Validate(); err != nil {
 		return nil, badParam(&fleetquery.ParamError{Param: "namespace/name", Message: err.Error()})
 	}
-	d, err := h.store.GetFleet(r.Context(), k)
-	if err != nil {
-		return nil, err
-	}
-	if d == nil || d.Deleted {
-		return nil, notFound("fleet %s not found", k)
-	}
-	c, err := h.store.GetCluster(r.Context(), k.Cluster)
-	if err != nil {
-		return nil, err
-	}
-	return fleetquery.NewFleet(d, fleetquery.IsStale(c, h.now(), h.staleAfter)), nil
+	return notFoundAs(h.svc.GetFleet(r.Context(), k))
 }
 
 func (h *Handler) listClusters(r *http.Request) (any, error) {
-	if len(r.URL.Query()) > 0 {
-		for name := range r.URL.Query() {
-			return nil, badParam(&fleetquery.ParamError{Param: name, Message: "unknown parameter"})
-		}
+	for name := range r.URL.Query() {
+		return nil, badParam(&fleetquery.ParamError{Param: name, Message: "unknown parameter"})
 	}
-	cs, err := h.store.ListClusters(r.Context())
-	if err != nil {
-		return nil, err
-	}
-	out := fleetquery.ClusterList{Items: make([]fleetquery.Cluster, 0, len(cs))}
-	for _, c := range cs {
-		out.Items = append(out.Items, fleetquery.NewCluster(c, fleetquery.IsStale(c, h.now(), h.staleAfter)))
-	}
-	return out, nil
+	return h.svc.ListClusters(r.Context())
 }
 
 func (h *Handler) getCluster(r *http.Request) (any, error) {
@@ -184,14 +130,7 @@ func (h *Handler) getCluster(r *http.Request) (any, error) {
 	if err := fleet.ValidateClusterName(name); err != nil {
 		return nil, badParam(&fleetquery.ParamError{Param: "cluster", Message: err.Error()})
 	}
-	c, err := h.store.GetCluster(r.Context(), name)
-	if err != nil {
-		return nil, err
-	}
-	if c == nil {
-		return nil, notFound("cluster %s not found", name)
-	}
-	return fleetquery.NewCluster(c, fleetquery.IsStale(c, h.now(), h.staleAfter)), nil
+	return notFoundAs(h.svc.GetCluster(r.Context(), name))
 }
 
 func (h *Handler) labelValues(r *http.Request) (any, error) {
@@ -206,35 +145,15 @@ func (h *Handler) labelValues(r *http.Request) (any, error) {
 		}
 		includeStale = vals[0] == "true"
 	}
-	stale, err := h.staleness(r.Context())
-	if err != nil {
-		return nil, err
-	}
-	docs, err := h.store.FleetsWithLabel(r.Context(), key)
-	if err != nil {
-		return nil, err
-	}
-	live := docs[:0]
-	for _, d := range docs {
-		if !d.Deleted && (includeStale || !stale(d.Cluster)) {
-			live = append(live, d)
-		}
-	}
-	return fleetquery.AggregateLabel(key, live), nil
+	return h.svc.LabelValues(r.Context(), key, includeStale)
 }
 
-// staleness reads the clusters' heartbeats once per request.
-func (h *Handler) staleness(ctx context.Context) (func(cluster string) bool, error) {
-	cs, err := h.store.ListClusters(ctx)
-	if err != nil {
-		return nil, err
+// notFoundAs turns fleetapi.ErrNotFound into a 404.
+func notFoundAs[T any](v T, err error) (any, error) {
+	if errors.Is(err, fleetapi.ErrNotFound) {
+		return nil, notFound("%v", err)
 	}
-	byName := make(map[string]*fleet.ClusterDocument, len(cs))
-	for _, c := range cs {
-		byName[c.Cluster] = c
-	}
-	now := h.now()
-	return func(cluster string) bool { return fleetquery.IsStale(byName[cluster], now, h.staleAfter) }, nil
+	return v, err
 }
 
 // reply writes v as JSON with a strong ETag, answering 304 when the
