@@ -117,9 +117,9 @@ func Watch(ctx context.Context, client *firestore.Client, q Query) (*View, error
 // error. Each (re)start begins with a full snapshot, which reset diffs
 // against what the view holds, so nothing is lost across a restart.
 func listen(ctx context.Context, v *View, name string, q firestore.Query, ready chan struct{},
-	reset func([]*firestore.DocumentSnapshot), apply func(firestore.DocumentChange)) {
+	reset func(docs []*firestore.DocumentSnapshot, emit bool), apply func(firestore.DocumentChange)) {
 	wait := 100 * time.Millisecond
-	readyOnce := sync.OnceFunc(func() { close(ready) })
+	initialized := false
 	for ctx.Err() == nil {
 		it := q.Snapshots(ctx)
 		first := true
@@ -139,10 +139,15 @@ func listen(ctx context.Context, v *View, name string, q firestore.Query, ready 
 					v.q.Log.Warn("fleetwatch listener failed; restarting", "listener", name, logging.KeyError, err.Error())
 					break
 				}
-				reset(docs)
+				// The first snapshot is the initial view; those after a
+				// restart are changes to report.
+				reset(docs, initialized)
+				if !initialized {
+					initialized = true
+					close(ready)
+				}
 				first = false
 				wait = 100 * time.Millisecond
-				readyOnce()
 				continue
 			}
 			for _, c := range snap.Changes {
@@ -157,7 +162,7 @@ func listen(ctx context.Context, v *View, name string, q firestore.Query, ready 
 	}
 }
 
-func (v *View) resetFleets(docs []*firestore.DocumentSnapshot) {
+func (v *View) resetFleets(docs []*firestore.DocumentSnapshot, emit bool) {
 	next := make(map[string]*fleet.Document, len(docs))
 	for _, s := range docs {
 		if d := v.decodeFleet(s); d != nil {
@@ -168,6 +173,9 @@ func (v *View) resetFleets(docs []*firestore.DocumentSnapshot) {
 	prev := v.fleets
 	v.fleets = next
 	v.mu.Unlock()
+	if !emit {
+		return
+	}
 	for id, d := range next {
 		if p, ok := prev[id]; !ok {
 			v.emit(Added, d)
@@ -221,7 +229,7 @@ func (v *View) decodeFleet(s *firestore.DocumentSnapshot) *fleet.Document {
 	return &d
 }
 
-func (v *View) resetClusters(docs []*firestore.DocumentSnapshot) {
+func (v *View) resetClusters(docs []*firestore.DocumentSnapshot, _ bool) {
 	next := map[string]*fleet.ClusterDocument{}
 	for _, s := range docs {
 		var c fleet.ClusterDocument
