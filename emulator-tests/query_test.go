@@ -185,6 +185,10 @@ func (a *api) heartbeat(cluster string, age time.Duration) {
 	}
 	part := fleet.SplitSnapshot(entries, fleet.DefaultSnapshotPartBytes)[0]
 	part.FleetCount = int64(len(entries))
+	part.Totals = fleet.Status{
+		Counters: map[string]fleet.Aggregate{"rooms": {Capacity: 10 * part.FleetCount}},
+		Lists:    map[string]fleet.Aggregate{"slots": {Capacity: 20 * part.FleetCount}},
+	}
 	part.ClusterLabels = map[string]string{"platform": cluster}
 	_, err := a.store.Apply(a.tb.Context(), fleet.Event{
 		SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindSnapshot, Cluster: cluster,
@@ -250,7 +254,6 @@ func TestQueryFilters(t *testing.T) {
 		{"minReady=6", []string{"pc/games/ranked", "ps5/games/ranked"}},
 		{"counter=rooms&minAvailable=5", []string{"pc/games/casual", "ps5/games/ranked"}},
 		{"list=slots&minListAvailable=10", []string{"pc/games/ranked"}},
-		{"counter=nosuch&minAvailable=0", nil},
 		{"orderBy=ready", []string{"pc/games/ranked", "ps5/games/ranked", "pc/tools/bots", "pc/games/casual"}},
 		{"orderBy=available&counter=rooms", []string{"pc/games/casual", "ps5/games/ranked", "pc/games/ranked", "pc/tools/bots"}},
 	}
@@ -395,6 +398,8 @@ func TestQueryBadInput(t *testing.T) {
 		{"/v1/fleets?minReady=-3", "minReady"},
 		{"/v1/fleets?minAvailable=3", "minAvailable"},
 		{"/v1/fleets?counter=rooms&minAvailable=x", "minAvailable"},
+		{"/v1/fleets?counter=room&minAvailable=1", "counter"},
+		{"/v1/fleets?list=slot", "list"},
 		{"/v1/fleets?minListAvailable=1", "minListAvailable"},
 		{"/v1/fleets?orderBy=age", "orderBy"},
 		{"/v1/fleets?orderBy=available", "orderBy"},

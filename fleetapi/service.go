@@ -50,10 +50,14 @@ func NewService(store Reader, now func() time.Time, staleAfter time.Duration) *S
 // ListFleets answers one page of a fleet query. It reads the documents the
 // equality filters select, no more, and the clusters' heartbeats.
 func (s *Service) ListFleets(ctx context.Context, q fleetquery.Query) (fleetquery.FleetList, error) {
-	stale, err := s.staleness(ctx)
+	cs, err := s.store.ListClusters(ctx)
 	if err != nil {
 		return fleetquery.FleetList{}, err
 	}
+	if err := knownKeys(q, cs); err != nil {
+		return fleetquery.FleetList{}, err
+	}
+	stale := s.staleFunc(cs)
 	docs, err := s.store.ListFleets(ctx, firestoredb.FleetFilter{Clusters: q.Clusters, Namespace: q.Namespace, Labels: q.Equalities()})
 	if err != nil {
 		return fleetquery.FleetList{}, err
@@ -133,16 +137,38 @@ func (s *Service) LabelValues(ctx context.Context, key string, includeStale bool
 	return fleetquery.AggregateLabel(key, live), nil
 }
 
+// knownKeys rejects a counter or list that no cluster reports in its
+// totals: most likely a typo, which would otherwise quietly match nothing.
+func knownKeys(q fleetquery.Query, cs []*fleet.ClusterDocument) error {
+	var counter, list bool
+	for _, c := range cs {
+		_, hasCounter := c.Totals.Counters[q.Counter]
+		_, hasList := c.Totals.Lists[q.List]
+		counter, list = counter || hasCounter, list || hasList
+	}
+	if q.Counter != "" && !counter {
+		return &fleetquery.ParamError{Param: "counter", Message: fmt.Sprintf("no cluster reports a counter %q", q.Counter)}
+	}
+	if q.List != "" && !list {
+		return &fleetquery.ParamError{Param: "list", Message: fmt.Sprintf("no cluster reports a list %q", q.List)}
+	}
+	return nil
+}
+
 // staleness reads the clusters' heartbeats once per request.
 func (s *Service) staleness(ctx context.Context) (func(cluster string) bool, error) {
 	cs, err := s.store.ListClusters(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return s.staleFunc(cs), nil
+}
+
+func (s *Service) staleFunc(cs []*fleet.ClusterDocument) func(cluster string) bool {
 	byName := make(map[string]*fleet.ClusterDocument, len(cs))
 	for _, c := range cs {
 		byName[c.Cluster] = c
 	}
 	now := s.now()
-	return func(cluster string) bool { return fleetquery.IsStale(byName[cluster], now, s.staleAfter) }, nil
+	return func(cluster string) bool { return fleetquery.IsStale(byName[cluster], now, s.staleAfter) }
 }

@@ -104,7 +104,12 @@ func (h *Handler) listFleets(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, badParam(err)
 	}
-	return h.svc.ListFleets(r.Context(), q)
+	list, err := h.svc.ListFleets(r.Context(), q)
+	var pe *fleetquery.ParamError
+	if errors.As(err, &pe) {
+		return nil, badParam(err)
+	}
+	return list, err
 }
 
 func (h *Handler) getFleet(r *http.Request) (any, error) {
