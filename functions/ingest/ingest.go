@@ -14,14 +14,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -117,10 +116,6 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 
 // Config is the function's configuration, read from the environment once.
 type Config struct {
-	// ProjectID of the Firestore database; detected when empty.
-	ProjectID string
-	// Database is the Firestore database ID.
-	Database string
 	// TombstoneRetention is how long tombstones live before TTL removes them.
 	TombstoneRetention time.Duration
 	// EventTimeout bounds the work on one event.
@@ -129,73 +124,40 @@ type Config struct {
 	LogLevel slog.Level
 }
 
-// ConfigFromEnv reads the configuration (see the README's table).
+// ConfigFromEnv reads the configuration (see the README's table); the
+// Firestore database is fnruntime.Firestore's.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	c := Config{
-		ProjectID:          getenv("GOOGLE_CLOUD_PROJECT"),
-		Database:           getenv("FIRESTORE_DATABASE"),
-		TombstoneRetention: fleet.DefaultTombstoneRetention,
-		EventTimeout:       50 * time.Second,
+	var c Config
+	var err error
+	if c.TombstoneRetention, err = fnruntime.Duration(getenv, "TOMBSTONE_RETENTION", fleet.DefaultTombstoneRetention); err != nil {
+		return Config{}, err
 	}
-	if c.ProjectID == "" {
-		c.ProjectID = firestore.DetectProjectID
+	if c.EventTimeout, err = fnruntime.Duration(getenv, "EVENT_TIMEOUT", 50*time.Second); err != nil {
+		return Config{}, err
 	}
-	if c.Database == "" {
-		c.Database = firestore.DefaultDatabaseID
-	}
-	for _, d := range []struct {
-		env string
-		dst *time.Duration
-	}{{"TOMBSTONE_RETENTION", &c.TombstoneRetention}, {"EVENT_TIMEOUT", &c.EventTimeout}} {
-		v := getenv(d.env)
-		if v == "" {
-			continue
-		}
-		parsed, err := time.ParseDuration(v)
-		if err != nil || parsed <= 0 {
-			return Config{}, fmt.Errorf("%s=%q: want a positive duration such as 24h", d.env, v)
-		}
-		*d.dst = parsed
-	}
-	lvl, err := logging.ParseLevel(getenv("LOG_LEVEL"))
-	if err != nil {
+	if c.LogLevel, err = logging.ParseLevel(getenv("LOG_LEVEL")); err != nil {
 		return Config{}, fmt.Errorf("LOG_LEVEL: %w", err)
 	}
-	c.LogLevel = lvl
 	return c, nil
 }
 
-// The handler the registered function uses, created on first use: no
-// dialing at init time, one Firestore client per instance. A failed
-// creation is retried on the next event rather than remembered.
-var (
-	defaultMu      sync.Mutex
-	defaultHandler *Handler
-)
-
-func handler(ctx context.Context) (*Handler, error) {
-	defaultMu.Lock()
-	defer defaultMu.Unlock()
-	if defaultHandler != nil {
-		return defaultHandler, nil
-	}
+// defaultHandler is the handler the registered function uses: one
+// Firestore client per instance, created on the first event.
+var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*Handler, error) {
 	cfg, err := ConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("configure IngestFleetEvents: %w", err)
 	}
-	// The client outlives this event: it must not inherit its deadline.
-	client, err := firestore.NewClientWithDatabase(context.WithoutCancel(ctx), cfg.ProjectID, cfg.Database)
+	client, err := fnruntime.Firestore(ctx, os.Getenv)
 	if err != nil {
-		return nil, fmt.Errorf("create firestore client: %w", err)
+		return nil, err
 	}
-	log := logging.New(os.Stdout, cfg.LogLevel)
-	defaultHandler = NewHandler(firestoredb.New(client, cfg.TombstoneRetention, time.Now), log, cfg.EventTimeout)
-	return defaultHandler, nil
-}
+	return NewHandler(firestoredb.New(client, cfg.TombstoneRetention, time.Now), logging.New(os.Stdout, cfg.LogLevel), cfg.EventTimeout), nil
+}}
 
 // IngestFleetEvents is the Cloud Function's entry point.
 func IngestFleetEvents(ctx context.Context, e event.Event) error {
-	h, err := handler(ctx)
+	h, err := defaultHandler.Get(ctx)
 	if err != nil {
 		logging.New(os.Stdout, slog.LevelInfo).ErrorContext(ctx, "IngestFleetEvents cannot start", logging.KeyError, err.Error())
 		return err

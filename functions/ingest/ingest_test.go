@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -113,12 +114,12 @@ func TestConfigFromEnv(t *testing.T) {
 	c, err := ingest.ConfigFromEnv(env(nil))
 	require.NoError(t, err)
 	assert.Equal(t, 24*time.Hour, c.TombstoneRetention)
-	assert.Equal(t, "(default)", c.Database)
+	assert.Equal(t, 50*time.Second, c.EventTimeout)
 
 	c, err = ingest.ConfigFromEnv(env(map[string]string{"TOMBSTONE_RETENTION": "72h", "GOOGLE_CLOUD_PROJECT": "p", "LOG_LEVEL": "debug"}))
 	require.NoError(t, err)
 	assert.Equal(t, 72*time.Hour, c.TombstoneRetention)
-	assert.Equal(t, "p", c.ProjectID)
+	assert.Equal(t, slog.LevelDebug, c.LogLevel)
 
 	for k, v := range map[string]string{"TOMBSTONE_RETENTION": "forever", "EVENT_TIMEOUT": "-1s", "LOG_LEVEL": "loud"} {
 		_, err := ingest.ConfigFromEnv(env(map[string]string{k: v}))

@@ -16,15 +16,13 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
-
-	"cloud.google.com/go/firestore"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetquery"
+	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -236,65 +234,44 @@ func matchesETag(header, etag string) bool {
 	return false
 }
 
-// Config is the function's configuration, from the environment.
+// Config is the function's configuration, from the environment; the
+// Firestore database is fnruntime.Firestore's.
 type Config struct {
-	ProjectID, Database string
-	StaleAfter          time.Duration
-	LogLevel            slog.Level
+	StaleAfter time.Duration
+	LogLevel   slog.Level
 }
 
-// ConfigFromEnv reads GOOGLE_CLOUD_PROJECT, FIRESTORE_DATABASE, STALE_AFTER
-// and LOG_LEVEL.
+// ConfigFromEnv reads STALE_AFTER and LOG_LEVEL.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	c := Config{ProjectID: getenv("GOOGLE_CLOUD_PROJECT"), Database: getenv("FIRESTORE_DATABASE"), StaleAfter: DefaultStaleAfter}
-	if c.ProjectID == "" {
-		c.ProjectID = firestore.DetectProjectID
+	var c Config
+	var err error
+	if c.StaleAfter, err = fnruntime.Duration(getenv, "STALE_AFTER", DefaultStaleAfter); err != nil {
+		return Config{}, err
 	}
-	if c.Database == "" {
-		c.Database = firestore.DefaultDatabaseID
-	}
-	if v := getenv("STALE_AFTER"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return Config{}, fmt.Errorf("STALE_AFTER=%q: want a positive duration such as 90s", v)
-		}
-		c.StaleAfter = d
-	}
-	lvl, err := logging.ParseLevel(getenv("LOG_LEVEL"))
-	if err != nil {
+	if c.LogLevel, err = logging.ParseLevel(getenv("LOG_LEVEL")); err != nil {
 		return Config{}, fmt.Errorf("LOG_LEVEL: %w", err)
 	}
-	c.LogLevel = lvl
 	return c, nil
 }
 
-var (
-	defaultMu      sync.Mutex
-	defaultHandler *Handler
-)
-
-func handler(ctx context.Context) (*Handler, error) {
-	defaultMu.Lock()
-	defer defaultMu.Unlock()
-	if defaultHandler != nil {
-		return defaultHandler, nil
-	}
+// defaultHandler serves the registered function: one Firestore client per
+// instance, created on the first request.
+var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*Handler, error) {
 	cfg, err := ConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("configure QueryFleets: %w", err)
 	}
-	client, err := firestore.NewClientWithDatabase(context.WithoutCancel(ctx), cfg.ProjectID, cfg.Database)
+	client, err := fnruntime.Firestore(ctx, os.Getenv)
 	if err != nil {
-		return nil, fmt.Errorf("create firestore client: %w", err)
+		return nil, err
 	}
-	defaultHandler = NewHandler(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now),
-		logging.New(os.Stdout, cfg.LogLevel), time.Now, cfg.StaleAfter)
-	return defaultHandler, nil
-}
+	return NewHandler(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now),
+		logging.New(os.Stdout, cfg.LogLevel), time.Now, cfg.StaleAfter), nil
+}}
 
 // QueryFleets is the Cloud Function's entry point.
 func QueryFleets(w http.ResponseWriter, r *http.Request) {
-	h, err := handler(r.Context())
+	h, err := defaultHandler.Get(r.Context())
 	if err != nil {
 		logging.New(os.Stdout, slog.LevelInfo).ErrorContext(r.Context(), "QueryFleets cannot start", logging.KeyError, err.Error())
 		w.Header().Set("Content-Type", "application/json")
