@@ -1,0 +1,101 @@
+// Package source builds the deployable source of fleetcast's Cloud
+// Functions: a zip of the module's root package (which registers every
+// function) and of the module's packages it imports, with go.mod and
+// go.sum — nothing else (no publisher, no Terraform, no tests). The zip
+// is deterministic: the same sources give the same bytes, so an unchanged
+// source, named by its hash in Terraform, never redeploys.
+package source
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// epoch is every entry's modification time: zip's earliest, for
+// reproducible bytes.
+var epoch = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Build writes the zip of the module in moduleDir to w and returns the
+// paths it holds, sorted.
+func Build(ctx context.Context, moduleDir string, w io.Writer) ([]string, error) {
+	files, err := sourceFiles(ctx, moduleDir)
+	if err != nil {
+		return nil, err
+	}
+	zw := zip.NewWriter(w)
+	for _, name := range files {
+		b, err := os.ReadFile(filepath.Join(moduleDir, filepath.FromSlash(name)))
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", name, err)
+		}
+		h := &zip.FileHeader{Name: name, Method: zip.Deflate, Modified: epoch}
+		h.SetMode(0o644)
+		f, err := zw.CreateHeader(h)
+		if err != nil {
+			return nil, fmt.Errorf("zip %s: %w", name, err)
+		}
+		if _, err := f.Write(b); err != nil {
+			return nil, fmt.Errorf("zip %s: %w", name, err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("zip: %w", err)
+	}
+	return files, nil
+}
+
+// sourceFiles lists go.mod, go.sum and the Go and embedded files of the
+// module's packages the root package depends on.
+func sourceFiles(ctx context.Context, moduleDir string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-json=ImportPath,Dir,GoFiles,EmbedFiles,Module,Standard", ".")
+	cmd.Dir = moduleDir
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("go list in %s: %w: %s", moduleDir, err, stderr.String())
+	}
+	var root string
+	files := []string{"go.mod", "go.sum"}
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Dir        string
+			GoFiles    []string
+			EmbedFiles []string
+			Standard   bool
+			Module     *struct {
+				Path, Dir string
+				Main      bool
+			}
+		}
+		if err := dec.Decode(&p); err != nil {
+			return nil, fmt.Errorf("go list output: %w", err)
+		}
+		if p.Standard || p.Module == nil || !p.Module.Main {
+			continue // the standard library and dependencies come from go.sum
+		}
+		root = p.Module.Dir
+		rel, err := filepath.Rel(root, p.Dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range slices.Concat(p.GoFiles, p.EmbedFiles) {
+			files = append(files, filepath.ToSlash(filepath.Join(rel, f)))
+		}
+	}
+	if root == "" {
+		return nil, fmt.Errorf("%s: not the root of a Go module with a package", moduleDir)
+	}
+	slices.Sort(files)
+	return slices.Compact(files), nil
+}

@@ -1,0 +1,18 @@
+mock_provider "google" {}
+
+variables {
+  project_id          = "studio-fleets-dev"
+  function_source_zip = "main.tf" # any existing file stands in for the zip
+}
+
+run "dev_is_small_and_has_one_cluster" {
+  command = apply
+  assert {
+    condition     = module.fleetcast.publisher_flags["pc-dev"] == "--cluster=pc-dev --project=studio-fleets-dev --topic=fleetcast-fleet-events --lease-namespace=fleetcast --cluster-labels=env=dev,platform=pc"
+    error_message = "dev publishes one cluster: ${module.fleetcast.publisher_flags["pc-dev"]}"
+  }
+  assert {
+    condition     = length(module.fleetcast.publisher_service_accounts) == 1
+    error_message = "one publisher service account"
+  }
+}

@@ -1,0 +1,24 @@
+output "topic_id" {
+  description = "The fleet events topic."
+  value       = module.fleetcast.topic_id
+}
+
+output "query_url" {
+  description = "Base URL of the query API."
+  value       = module.fleetcast.query_url
+}
+
+output "publisher_service_accounts" {
+  description = "The publisher's Google service account per cluster."
+  value       = module.fleetcast.publisher_service_accounts
+}
+
+output "publisher_flags" {
+  description = "The fleetcast-publisher flags per cluster."
+  value       = module.fleetcast.publisher_flags
+}
+
+output "dead_letter_subscription" {
+  description = "Where undeliverable fleet events wait for inspection."
+  value       = module.fleetcast.dead_letter_subscription
+}

@@ -1,0 +1,31 @@
+variable "project_id" {
+  type        = string
+  description = "Google Cloud project that hosts fleetcast."
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the functions."
+  default     = "europe-west1"
+}
+
+variable "function_source_zip" {
+  type        = string
+  description = "The functions' source zip: go run ./functions/cmd/source -o PATH."
+}
+
+variable "query_invokers" {
+  type        = list(string)
+  description = "Members allowed to call the query API."
+  default     = []
+}
+
+variable "clusters" {
+  type = map(object({
+    gke_project     = string
+    namespace       = optional(string, "fleetcast")
+    service_account = optional(string, "fleetcast-publisher")
+    labels          = optional(map(string), {})
+  }))
+  description = "Every game cluster: see the module's clusters variable."
+}

@@ -1,0 +1,42 @@
+output "topic_id" {
+  description = "The fleet events topic (projects/P/topics/T)."
+  value       = google_pubsub_topic.events.id
+}
+
+output "topic_name" {
+  description = "The fleet events topic's short name, for --topic."
+  value       = google_pubsub_topic.events.name
+}
+
+output "dead_letter_subscription" {
+  description = "Subscription holding the events the ingest function could not apply."
+  value       = google_pubsub_subscription.dead_letter.id
+}
+
+output "query_url" {
+  description = "Base URL of the QueryFleets API (callers need roles/run.invoker: query_invokers)."
+  value       = google_cloudfunctions2_function.query.service_config[0].uri
+}
+
+output "ingest_url" {
+  description = "URL of IngestFleetEvents (invoked only by the push subscription)."
+  value       = google_cloudfunctions2_function.ingest.service_config[0].uri
+}
+
+output "publisher_service_accounts" {
+  description = "The publisher's Google service account of each cluster (GSA_EMAIL in publisher/deploy/params.env)."
+  value       = { for name, sa in google_service_account.publisher : name => sa.email }
+}
+
+output "publisher_flags" {
+  description = "The exact fleetcast-publisher flags of each cluster."
+  value = {
+    for name, c in var.clusters : name => join(" ", compact([
+      "--cluster=${name}",
+      "--project=${var.project_id}",
+      "--topic=${google_pubsub_topic.events.name}",
+      "--lease-namespace=${c.namespace}",
+      length(c.labels) > 0 ? "--cluster-labels=${join(",", [for k in sort(keys(c.labels)) : "${k}=${c.labels[k]}"])}" : "",
+    ]))
+  }
+}

@@ -1,0 +1,174 @@
+# Offline tests of the module: a mock Google provider, applied in memory.
+
+mock_provider "google" {
+  mock_data "google_project" {
+    defaults = {
+      number = "123456789012"
+    }
+  }
+}
+
+variables {
+  project_id          = "studio-fleets"
+  function_source_zip = "tests/fleetcast.tftest.hcl" # any existing file stands in for the zip
+  clusters = {
+    "pc-eu" = {
+      gke_project = "studio-game-eu"
+      labels      = { platform = "pc", region = "europe-west1" }
+    }
+    "ps5-us" = {
+      gke_project     = "studio-game-us"
+      namespace       = "agents"
+      service_account = "publisher"
+    }
+  }
+  query_invokers = ["serviceAccount:matchmaker@studio-fleets.iam.gserviceaccount.com"]
+}
+
+run "topic_validates_events_against_the_avro_schema" {
+  command = apply
+  assert {
+    condition     = google_pubsub_schema.fleet_event.type == "AVRO"
+    error_message = "the topic's schema must be Avro"
+  }
+  assert {
+    condition     = google_pubsub_schema.fleet_event.definition == file("${path.module}/../../../schemas/fleet_event.avsc")
+    error_message = "the schema must be schemas/fleet_event.avsc"
+  }
+  assert {
+    condition     = google_pubsub_topic.events.schema_settings[0].schema == google_pubsub_schema.fleet_event.id && google_pubsub_topic.events.schema_settings[0].encoding == "JSON"
+    error_message = "the topic must validate messages against the schema with JSON encoding"
+  }
+}
+
+run "undeliverable_events_go_to_the_dead_letter_topic" {
+  command = apply
+  assert {
+    condition     = google_pubsub_subscription.ingest.dead_letter_policy[0].dead_letter_topic == google_pubsub_topic.dead_letter.id
+    error_message = "the ingest subscription must dead-letter to the dead-letter topic"
+  }
+  assert {
+    condition     = google_pubsub_subscription.ingest.dead_letter_policy[0].max_delivery_attempts == 10
+    error_message = "ten deliveries before dead-lettering by default"
+  }
+  assert {
+    condition     = google_pubsub_subscription.ingest.retry_policy[0].minimum_backoff == "1s" && google_pubsub_subscription.ingest.enable_message_ordering
+    error_message = "retries back off and keep each fleet's order"
+  }
+  assert {
+    condition     = google_pubsub_subscription.dead_letter.topic == google_pubsub_topic.dead_letter.id
+    error_message = "a subscription must hold dead letters for inspection"
+  }
+  assert {
+    condition     = google_pubsub_topic_iam_member.dead_letter_publisher.member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com" && google_pubsub_subscription_iam_member.dead_letter_subscriber.role == "roles/pubsub.subscriber"
+    error_message = "Pub/Sub's service agent must be able to move messages to the dead-letter topic"
+  }
+}
+
+run "tombstones_expire_through_a_ttl_policy" {
+  command = apply
+  assert {
+    condition     = google_firestore_field.fleet_expire_at.collection == "fleets" && google_firestore_field.fleet_expire_at.field == "expireAt" && length(google_firestore_field.fleet_expire_at.ttl_config) == 1
+    error_message = "fleets.expireAt must carry a TTL policy"
+  }
+}
+
+run "each_service_account_has_exactly_its_roles" {
+  command = apply
+  assert {
+    condition     = google_project_iam_member.ingest_firestore.role == "roles/datastore.user" && google_project_iam_member.ingest_firestore.member == google_service_account.ingest.member
+    error_message = "the ingest function writes Firestore: roles/datastore.user"
+  }
+  assert {
+    condition     = google_project_iam_member.query_firestore.role == "roles/datastore.viewer" && google_project_iam_member.query_firestore.member == google_service_account.query.member
+    error_message = "the query function only reads Firestore: roles/datastore.viewer"
+  }
+  assert {
+    condition     = alltrue([for k, m in google_pubsub_topic_iam_member.publisher : m.role == "roles/pubsub.publisher" && m.topic == google_pubsub_topic.events.name && m.member == google_service_account.publisher[k].member])
+    error_message = "each cluster's publisher may publish to the fleet events topic only"
+  }
+  assert {
+    condition     = length(google_pubsub_topic_iam_member.publisher) == 2 && length(google_service_account.publisher) == 2
+    error_message = "one publisher service account per cluster"
+  }
+  assert {
+    condition     = google_service_account_iam_member.publisher_workload_identity["ps5-us"].member == "serviceAccount:studio-game-us.svc.id.goog[agents/publisher]" && google_service_account_iam_member.publisher_workload_identity["pc-eu"].member == "serviceAccount:studio-game-eu.svc.id.goog[fleetcast/fleetcast-publisher]"
+    error_message = "Workload Identity binds each cluster's Kubernetes service account"
+  }
+  assert {
+    condition     = google_cloud_run_v2_service_iam_member.ingest_invoker.member == google_service_account.push.member && google_cloud_run_v2_service_iam_member.ingest_invoker.role == "roles/run.invoker"
+    error_message = "only the push subscription's account invokes the ingest function"
+  }
+  assert {
+    condition     = keys(google_cloud_run_v2_service_iam_member.query_invoker) == ["serviceAccount:matchmaker@studio-fleets.iam.gserviceaccount.com"]
+    error_message = "only the listed members invoke the query function"
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.ingest.service_config[0].service_account_email == google_service_account.ingest.email && google_cloudfunctions2_function.query.service_config[0].service_account_email == google_service_account.query.email
+    error_message = "each function runs as its own service account"
+  }
+}
+
+run "functions_run_the_code_entry_points" {
+  command = apply
+  assert {
+    condition     = google_cloudfunctions2_function.ingest.build_config[0].entry_point == "IngestFleetEvents" && google_cloudfunctions2_function.query.build_config[0].entry_point == "QueryFleets"
+    error_message = "entry points must be the registered function names"
+  }
+  assert {
+    condition     = startswith(google_storage_bucket_object.source.name, "functions-") && google_cloudfunctions2_function.ingest.build_config[0].source[0].storage_source[0].object == google_storage_bucket_object.source.name
+    error_message = "the functions deploy the uploaded source, named by its content"
+  }
+}
+
+run "outputs_give_each_cluster_its_publisher_flags" {
+  command = apply
+  assert {
+    condition     = output.publisher_flags["pc-eu"] == "--cluster=pc-eu --project=studio-fleets --topic=fleetcast-fleet-events --lease-namespace=fleetcast --cluster-labels=platform=pc,region=europe-west1"
+    error_message = "publisher flags for pc-eu: ${output.publisher_flags["pc-eu"]}"
+  }
+  assert {
+    condition     = output.publisher_service_accounts["pc-eu"] == google_service_account.publisher["pc-eu"].email
+    error_message = "the publisher's service account per cluster"
+  }
+}
+
+run "a_cluster_name_must_be_a_dns_label" {
+  command = plan
+  variables {
+    clusters = { "PC_EU" = { gke_project = "studio-game-eu" } }
+  }
+  expect_failures = [var.clusters]
+}
+
+run "all_users_may_never_query" {
+  command = plan
+  variables {
+    query_invokers = ["allUsers"]
+  }
+  expect_failures = [var.query_invokers]
+}
+
+run "project_id_must_be_a_project_id" {
+  command = plan
+  variables {
+    project_id = "Studio Fleets"
+  }
+  expect_failures = [var.project_id]
+}
+
+run "delivery_attempts_within_pubsub_limits" {
+  command = plan
+  variables {
+    max_delivery_attempts = 3
+  }
+  expect_failures = [var.max_delivery_attempts]
+}
+
+run "the_source_zip_must_exist" {
+  command = plan
+  variables {
+    function_source_zip = "does-not-exist.zip"
+  }
+  expect_failures = [var.function_source_zip]
+}

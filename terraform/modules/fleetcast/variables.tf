@@ -1,0 +1,168 @@
+variable "project_id" {
+  type        = string
+  description = "Google Cloud project that hosts the pipeline."
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a Google Cloud project ID: 6 to 30 lowercase letters, digits and hyphens, starting with a letter."
+  }
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the functions, the source bucket and the Eventarc/Cloud Run services."
+  default     = "europe-west1"
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]$", var.region))
+    error_message = "region must be a Google Cloud region such as europe-west1."
+  }
+}
+
+variable "name_prefix" {
+  type        = string
+  description = "Prefix of every resource name (topic, functions, service accounts)."
+  default     = "fleetcast"
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,14}$", var.name_prefix))
+    error_message = "name_prefix must be 2 to 15 lowercase letters, digits or hyphens, starting with a letter (service account IDs are at most 30 characters)."
+  }
+}
+
+variable "create_firestore_database" {
+  type        = bool
+  description = "Create the Firestore database; false to use an existing one named firestore_database."
+  default     = true
+}
+
+variable "firestore_database" {
+  type        = string
+  description = "Firestore database ID the functions use."
+  default     = "(default)"
+  validation {
+    condition     = var.firestore_database == "(default)" || can(regex("^[a-z][a-z0-9-]{2,61}[a-z0-9]$", var.firestore_database))
+    error_message = "firestore_database must be (default) or 4 to 63 lowercase letters, digits or hyphens."
+  }
+}
+
+variable "firestore_location" {
+  type        = string
+  description = "Location of a created Firestore database (a region or multi-region such as eur3)."
+  default     = "eur3"
+}
+
+variable "function_source_zip" {
+  type        = string
+  description = "Path of the functions' source zip built by `go run ./functions/cmd/source` (deterministic: an unchanged source does not redeploy)."
+  validation {
+    condition     = fileexists(var.function_source_zip)
+    error_message = "function_source_zip must be an existing file: build it with go run ./functions/cmd/source -o PATH."
+  }
+}
+
+variable "go_runtime" {
+  type        = string
+  description = "Cloud Functions Go runtime; at least the go.mod's Go version."
+  default     = "go126"
+  validation {
+    condition     = can(regex("^go1[2-9][0-9]$", var.go_runtime))
+    error_message = "go_runtime must be a Go runtime such as go126."
+  }
+}
+
+variable "clusters" {
+  type = map(object({
+    gke_project     = string
+    namespace       = optional(string, "fleetcast")
+    service_account = optional(string, "fleetcast-publisher")
+    labels          = optional(map(string), {})
+  }))
+  description = "Game clusters, by fleetcast cluster name (a DNS-1123 label): the GKE project whose Workload Identity pool the publisher runs in, its Kubernetes namespace and service account, and labels describing the cluster."
+  default     = {}
+  validation {
+    condition     = alltrue([for name in keys(var.clusters) : can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", name))])
+    error_message = "Every cluster name must be a DNS-1123 label: lowercase letters, digits and hyphens, at most 63 characters, starting and ending with a letter or digit."
+  }
+  validation {
+    condition     = alltrue([for name in keys(var.clusters) : length(name) <= 20])
+    error_message = "Cluster names are at most 20 characters here: each gets a service account ID of <name_prefix>-pub-<cluster>."
+  }
+}
+
+variable "query_invokers" {
+  type        = list(string)
+  description = "IAM members allowed to call the query function, e.g. serviceAccount:matchmaker@p.iam.gserviceaccount.com. Never allUsers."
+  default     = []
+  validation {
+    condition     = alltrue([for m in var.query_invokers : !contains(["allUsers", "allAuthenticatedUsers"], m) && can(regex("^(user|serviceAccount|group|domain|principal|principalSet):", m))])
+    error_message = "query_invokers must be IAM members such as serviceAccount:x@p.iam.gserviceaccount.com; allUsers and allAuthenticatedUsers are refused."
+  }
+}
+
+variable "ingest_max_instances" {
+  type        = number
+  description = "Most instances of the ingest function."
+  default     = 20
+  validation {
+    condition     = var.ingest_max_instances >= 1 && var.ingest_max_instances <= 1000
+    error_message = "ingest_max_instances must be from 1 to 1000."
+  }
+}
+
+variable "query_min_instances" {
+  type        = number
+  description = "Instances of the query function kept warm."
+  default     = 0
+  validation {
+    condition     = var.query_min_instances >= 0 && var.query_min_instances <= 100
+    error_message = "query_min_instances must be from 0 to 100."
+  }
+}
+
+variable "query_max_instances" {
+  type        = number
+  description = "Most instances of the query function."
+  default     = 10
+  validation {
+    condition     = var.query_max_instances >= 1 && var.query_max_instances <= 1000
+    error_message = "query_max_instances must be from 1 to 1000."
+  }
+}
+
+variable "max_delivery_attempts" {
+  type        = number
+  description = "Deliveries of a fleet event before it goes to the dead-letter topic."
+  default     = 10
+  validation {
+    condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
+    error_message = "max_delivery_attempts must be from 5 to 100 (Pub/Sub's limits)."
+  }
+}
+
+variable "tombstone_retention" {
+  type        = string
+  description = "How long a deleted fleet's tombstone is kept (Go duration); longer than an event can wait in Pub/Sub."
+  default     = "24h"
+  validation {
+    condition     = can(regex("^[0-9]+h$", var.tombstone_retention))
+    error_message = "tombstone_retention must be a whole number of hours such as 24h."
+  }
+}
+
+variable "stale_after" {
+  type        = string
+  description = "A cluster whose last heartbeat is older is stale (Go duration): three of the publishers' --snapshot-interval."
+  default     = "90s"
+  validation {
+    condition     = can(regex("^[0-9]+(s|m)$", var.stale_after))
+    error_message = "stale_after must be a duration in seconds or minutes such as 90s."
+  }
+}
+
+variable "log_level" {
+  type        = string
+  description = "Minimum severity the functions log."
+  default     = "INFO"
+  validation {
+    condition     = contains(["DEBUG", "INFO", "WARNING", "ERROR"], var.log_level)
+    error_message = "log_level must be DEBUG, INFO, WARNING or ERROR."
+  }
+}
