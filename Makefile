@@ -6,6 +6,7 @@ SHELL := /usr/bin/env bash
 GO        ?= go
 EMULATORS := scripts/emulators.sh
 CONTROLPLANE := scripts/controlplane.sh
+TERRAFORM := scripts/terraform.sh
 # Where `make emulators-up` keeps the emulators' PIDs, ports and logs.
 EMU_DIR   := .emulators
 BENCHTIME ?= 2s
@@ -25,10 +26,20 @@ vet: ## Check formatting and run go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: vet ## Run every test with -race: builds the control plane if missing, starts and stops the emulators.
+test: vet terraform ## Run every test with -race: builds the control plane if missing, starts and stops the emulators.
 	eval "$$($(CONTROLPLANE) build)"; \
 	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
+	export FLEETCAST_TF_PROVIDER_DIR="$$($(TERRAFORM) build)" REQUIRE_TERRAFORM=1; \
 	$(EMULATORS) run -- $(GO) test -race -count=1 ./...
+
+.PHONY: terraform
+terraform: ## Offline Terraform checks: fmt, validate and test (module, dev, prod), plan dev; builds the provider if missing.
+	$(TERRAFORM) check
+
+.PHONY: source
+source: ## Build the functions' deployable source zip (bin/functions.zip).
+	mkdir -p bin
+	$(GO) run ./functions/cmd/source -o bin/functions.zip
 
 .PHONY: controlplane
 controlplane: ## Build kube-apiserver and etcd into the user cache (once per machine and version).

@@ -56,17 +56,20 @@ check() {
   build
   local tf=$root/terraform
   log "fmt -check"
-  terraform fmt -check -recursive -diff "$tf"
+  with_override fmt -check -recursive -diff "$tf"
   for dir in "$tf/modules/fleetcast" "$tf/environments/dev" "$tf/environments/prod"; do
     log "validate and test ${dir#"$root"/}"
     # With dev_overrides, init fails; get fetches the local modules.
     (cd "$dir" && with_override get >/dev/null && with_override validate -no-color && with_override test -no-color)
   done
-  log "plan environments/dev (dummy token, local state, nothing contacted)"
+  log "plan environments/dev (dummy token, no state, nothing contacted)"
   local state
-  state=$(mktemp -d "${TMPDIR:-/tmp}/fleetcast-tfstate.XXXXXX")
+  state=$(mktemp -d "${TMPDIR:-/tmp}/fleetcast-tfplan.XXXXXX")
+  (cd "$root" && go run ./functions/cmd/source -o "$state/functions.zip" >&2)
   (cd "$tf/environments/dev" &&
-    GOOGLE_OAUTH_ACCESS_TOKEN=dummy with_override plan -no-color -refresh=false -lock=false -state="$state/terraform.tfstate" -out="$state/plan" >"$state/plan.log" 2>&1) ||
+    GOOGLE_OAUTH_ACCESS_TOKEN=dummy with_override plan -no-color -refresh=false -lock=false -input=false \
+      -var=project_id=fleetcast-plan-check -var=project_number=123456789012 -var="function_source_zip=$state/functions.zip" \
+      -out="$state/plan" >"$state/plan.log" 2>&1) ||
     { cat "$state/plan.log" >&2; rm -rf "$state"; exit 1; }
   grep -E '^Plan:' "$state/plan.log" >&2
   rm -rf "$state"

@@ -4,6 +4,7 @@ module "fleetcast" {
   source = "../../modules/fleetcast"
 
   project_id          = var.project_id
+  project_number      = var.project_number
   region              = var.region
   function_source_zip = var.function_source_zip
   clusters = {

@@ -3,6 +3,12 @@ variable "project_id" {
   description = "Google Cloud project that hosts fleetcast."
 }
 
+variable "project_number" {
+  type        = string
+  description = "The project's number; looked up when null."
+  default     = null
+}
+
 variable "region" {
   type        = string
   description = "Region of the functions."

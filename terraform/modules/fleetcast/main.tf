@@ -11,7 +11,8 @@ locals {
     "run.googleapis.com",
     "storage.googleapis.com",
   ]
-  pubsub_agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+  project_number = coalesce(var.project_number, one(data.google_project.this[*].number))
+  pubsub_agent   = "serviceAccount:service-${local.project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
   # Both functions read these (functions/fnruntime); the cross-check test
   # compares them with what the code reads.
   firestore_env = {
@@ -22,7 +23,9 @@ locals {
   database = var.create_firestore_database ? google_firestore_database.this[0].name : var.firestore_database
 }
 
+# Looked up unless given (which lets plan run without API access).
 data "google_project" "this" {
+  count      = var.project_number == null ? 1 : 0
   project_id = var.project_id
 }
 

@@ -7,6 +7,16 @@ variable "project_id" {
   }
 }
 
+variable "project_number" {
+  type        = string
+  description = "The project's number, for Pub/Sub's service agent; looked up when null. Set it to plan without API access."
+  default     = null
+  validation {
+    condition     = var.project_number == null || can(regex("^[0-9]{6,20}$", var.project_number))
+    error_message = "project_number must be the project's number (digits)."
+  }
+}
+
 variable "region" {
   type        = string
   description = "Region of the functions, the source bucket and the Eventarc/Cloud Run services."

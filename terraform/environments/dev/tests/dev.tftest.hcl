@@ -1,4 +1,18 @@
-mock_provider "google" {}
+mock_provider "google" {
+  # Valid IAM members for every service account (the provider checks them).
+  mock_resource "google_service_account" {
+    defaults = {
+      email  = "fleetcast-mock@studio-fleets.iam.gserviceaccount.com"
+      member = "serviceAccount:fleetcast-mock@studio-fleets.iam.gserviceaccount.com"
+      name   = "projects/studio-fleets/serviceAccounts/fleetcast-mock@studio-fleets.iam.gserviceaccount.com"
+    }
+  }
+  mock_data "google_project" {
+    defaults = {
+      number = "123456789012"
+    }
+  }
+}
 
 variables {
   project_id          = "studio-fleets-dev"

@@ -8,6 +8,44 @@ mock_provider "google" {
   }
 }
 
+# What Google would compute, so that IAM members are real ones the
+# provider's validation accepts and the assertions can name.
+override_resource {
+  target = google_service_account.ingest
+  values = {
+    email  = "fleetcast-ingest@studio-fleets.iam.gserviceaccount.com"
+    member = "serviceAccount:fleetcast-ingest@studio-fleets.iam.gserviceaccount.com"
+    name   = "projects/studio-fleets/serviceAccounts/fleetcast-ingest@studio-fleets.iam.gserviceaccount.com"
+  }
+}
+
+override_resource {
+  target = google_service_account.query
+  values = {
+    email  = "fleetcast-query@studio-fleets.iam.gserviceaccount.com"
+    member = "serviceAccount:fleetcast-query@studio-fleets.iam.gserviceaccount.com"
+    name   = "projects/studio-fleets/serviceAccounts/fleetcast-query@studio-fleets.iam.gserviceaccount.com"
+  }
+}
+
+override_resource {
+  target = google_service_account.push
+  values = {
+    email  = "fleetcast-push@studio-fleets.iam.gserviceaccount.com"
+    member = "serviceAccount:fleetcast-push@studio-fleets.iam.gserviceaccount.com"
+    name   = "projects/studio-fleets/serviceAccounts/fleetcast-push@studio-fleets.iam.gserviceaccount.com"
+  }
+}
+
+override_resource {
+  target = google_service_account.publisher
+  values = {
+    email  = "fleetcast-pub@studio-fleets.iam.gserviceaccount.com"
+    member = "serviceAccount:fleetcast-pub@studio-fleets.iam.gserviceaccount.com"
+    name   = "projects/studio-fleets/serviceAccounts/fleetcast-pub@studio-fleets.iam.gserviceaccount.com"
+  }
+}
+
 variables {
   project_id          = "studio-fleets"
   function_source_zip = "tests/fleetcast.tftest.hcl" # any existing file stands in for the zip
@@ -76,11 +114,11 @@ run "tombstones_expire_through_a_ttl_policy" {
 run "each_service_account_has_exactly_its_roles" {
   command = apply
   assert {
-    condition     = google_project_iam_member.ingest_firestore.role == "roles/datastore.user" && google_project_iam_member.ingest_firestore.member == google_service_account.ingest.member
+    condition     = google_project_iam_member.ingest_firestore.role == "roles/datastore.user" && google_project_iam_member.ingest_firestore.member == "serviceAccount:fleetcast-ingest@studio-fleets.iam.gserviceaccount.com"
     error_message = "the ingest function writes Firestore: roles/datastore.user"
   }
   assert {
-    condition     = google_project_iam_member.query_firestore.role == "roles/datastore.viewer" && google_project_iam_member.query_firestore.member == google_service_account.query.member
+    condition     = google_project_iam_member.query_firestore.role == "roles/datastore.viewer" && google_project_iam_member.query_firestore.member == "serviceAccount:fleetcast-query@studio-fleets.iam.gserviceaccount.com"
     error_message = "the query function only reads Firestore: roles/datastore.viewer"
   }
   assert {
@@ -96,7 +134,7 @@ run "each_service_account_has_exactly_its_roles" {
     error_message = "Workload Identity binds each cluster's Kubernetes service account"
   }
   assert {
-    condition     = google_cloud_run_v2_service_iam_member.ingest_invoker.member == google_service_account.push.member && google_cloud_run_v2_service_iam_member.ingest_invoker.role == "roles/run.invoker"
+    condition     = google_cloud_run_v2_service_iam_member.ingest_invoker.member == "serviceAccount:fleetcast-push@studio-fleets.iam.gserviceaccount.com" && google_cloud_run_v2_service_iam_member.ingest_invoker.role == "roles/run.invoker"
     error_message = "only the push subscription's account invokes the ingest function"
   }
   assert {
@@ -104,7 +142,7 @@ run "each_service_account_has_exactly_its_roles" {
     error_message = "only the listed members invoke the query function"
   }
   assert {
-    condition     = google_cloudfunctions2_function.ingest.service_config[0].service_account_email == google_service_account.ingest.email && google_cloudfunctions2_function.query.service_config[0].service_account_email == google_service_account.query.email
+    condition     = google_cloudfunctions2_function.ingest.service_config[0].service_account_email == "fleetcast-ingest@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query.service_config[0].service_account_email == "fleetcast-query@studio-fleets.iam.gserviceaccount.com"
     error_message = "each function runs as its own service account"
   }
 }
