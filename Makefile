@@ -10,6 +10,8 @@ TERRAFORM := scripts/terraform.sh
 # Where `make emulators-up` keeps the emulators' PIDs, ports and logs.
 EMU_DIR   := .emulators
 BENCHTIME ?= 2s
+# How long make demo runs; 0 = until Ctrl-C.
+DURATION ?= 0
 
 .PHONY: help
 help: ## List the targets.
@@ -24,6 +26,13 @@ vet: ## Check formatting and run go vet.
 	@unformatted=$$(gofmt -l .); \
 	if [[ -n $$unformatted ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
+
+.PHONY: demo
+demo: ## Run the whole pipeline locally: emulators, control plane, 3 publishers, simulator, live view (DURATION=60s stops by itself).
+	eval "$$($(CONTROLPLANE) build)"; \
+	export KUBE_APISERVER ETCD; \
+	mkdir -p bin && $(GO) build -o bin/fleetcast-demo ./cmd/fleetcast-demo && \
+	$(EMULATORS) run -- bin/fleetcast-demo --duration=$(DURATION)
 
 .PHONY: test
 test: vet terraform ## Run every test with -race: builds the control plane if missing, starts and stops the emulators.

@@ -1,0 +1,44 @@
+// Command fleetcast-demo runs the whole fleetcast pipeline on this machine
+// (see internal/demo). Start it with make demo, which starts the emulators
+// and builds the control plane first:
+//
+//	make demo                 # until Ctrl-C
+//	make demo DURATION=60s    # stops by itself and checks the result
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/fleetcast/fleetcast/internal/demo"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "fleetcast-demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fleetcast-demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	duration := fs.Duration("duration", 0, "stop after this long and check that every cluster's fleets arrived (0: until Ctrl-C)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	interactive := false
+	if f, ok := stdout.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 && *duration == 0 {
+			interactive = true
+		}
+	}
+	return demo.Run(ctx, demo.Options{Duration: *duration, Out: stdout, Interactive: interactive, ModuleDir: "."})
+}

@@ -1,0 +1,66 @@
+package emulatortests
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/fleetquery"
+	"github.com/fleetcast/fleetcast/internal/controlplane"
+	"github.com/fleetcast/fleetcast/internal/demo"
+	"github.com/fleetcast/fleetcast/internal/emulator"
+)
+
+// TestDemoRunsThePipeline runs make demo's program briefly: it checks by
+// itself, at the end, that fleets of all three clusters reached Firestore
+// and the query API; here the API is also asked while it runs.
+func TestDemoRunsThePipeline(t *testing.T) {
+	controlplane.Require(t, cp, cpErr) // the binaries; the demo starts its own
+	emulator.Host(t, emulator.FirestoreHostEnv)
+	emulator.Host(t, emulator.PubSubHostEnv)
+	var out bytes.Buffer
+	var queryURL string
+	err := demo.Run(t.Context(), demo.Options{
+		Duration:  25 * time.Second,
+		Out:       &syncWriter{w: &out},
+		ModuleDir: "..",
+		Ready:     func(url string) { queryURL = url },
+	})
+	require.NoError(t, err, "demo output:\n%s", out.String())
+	require.NotEmpty(t, queryURL)
+	assert.Contains(t, out.String(), "check passed: the query API serves")
+	assert.Contains(t, out.String(), "curl -s '"+queryURL+"/v1/fleets?selector=platform=pc'")
+	// Everything it started is gone: the API no longer answers.
+	var l fleetquery.FleetList
+	assert.Error(t, getJSONTest(queryURL+"/v1/fleets", &l))
+	assert.False(t, strings.Contains(out.String(), "panic"))
+}
+
+// syncWriter serialises writes from the demo's goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func getJSONTest(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}

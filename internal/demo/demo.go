@@ -1,0 +1,350 @@
+// Package demo runs the whole fleetcast pipeline on one machine: the
+// Firestore and Pub/Sub emulators (started by make demo), a local
+// Kubernetes control plane with the Fleet CRD, the ingest and query
+// functions served by the Functions Framework, three publishers as three
+// clusters, and a simulator playing the Agones controller in each. It shows
+// the live view across clusters until its time is up or it is interrupted,
+// and then stops everything it started.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
+	schema "cloud.google.com/go/pubsub/v2/apiv1"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetquery"
+	"github.com/fleetcast/fleetcast/fleetwatch"
+	"github.com/fleetcast/fleetcast/internal/controlplane"
+	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/publisher"
+	"github.com/fleetcast/fleetcast/pubsubtopic"
+)
+
+// Project is the demo's Google Cloud project on the emulators.
+const Project = "fleetcast-demo"
+
+// Clusters are the demo's game clusters and their regions.
+var Clusters = []struct{ Name, Region string }{
+	{"eu-west", "europe-west1"}, {"us-east", "us-east1"}, {"asia", "asia-northeast1"},
+}
+
+// Options configure a demo run.
+type Options struct {
+	// Duration ends the demo by itself; 0 runs until ctx ends.
+	Duration time.Duration
+	// Out receives progress and the live view.
+	Out io.Writer
+	// Interactive redraws the table in place (a terminal); otherwise a
+	// summary line is printed every few seconds.
+	Interactive bool
+	// ModuleDir is the fleetcast module's root, to build the functions.
+	ModuleDir string
+	// Ready, if set, is called with the query API's URL once everything runs.
+	Ready func(queryURL string)
+}
+
+// Run runs the demo. With a Duration, it checks at the end that fleets of
+// every cluster reached Firestore and the query API, and fails if not.
+func Run(ctx context.Context, opts Options) error {
+	out := opts.Out
+	say := func(format string, args ...any) { fmt.Fprintf(out, "» "+format+"\n", args...) }
+	for _, env := range []string{emulator.FirestoreHostEnv, emulator.PubSubHostEnv, controlplane.APIServerEnv, controlplane.EtcdEnv} {
+		if os.Getenv(env) == "" {
+			return fmt.Errorf("%s is not set: run the demo with make demo, which starts the emulators and builds the control plane", env)
+		}
+	}
+	if opts.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Duration)
+		defer cancel()
+	}
+	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
+	tmp, err := os.MkdirTemp("", "fleetcast-demo")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	say("starting a Kubernetes control plane (etcd + kube-apiserver) with the Fleet CRD")
+	cp, err := controlplane.StartWithFleetCRD()
+	if err != nil {
+		return fmt.Errorf("control plane: %w", err)
+	}
+	defer cp.Stop()
+	say("kube-apiserver at %s (kubeconfig %s)", cp.URL, cp.Kubeconfig)
+
+	say("building and serving the Cloud Functions (Functions Framework)")
+	bin := filepath.Join(tmp, "functions")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./functions/cmd/local")
+	build.Dir = opts.ModuleDir
+	if b, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build functions/cmd/local: %w\n%s", err, b)
+	}
+	ingestURL, stopIngest, err := serveFunction(ctx, bin, "IngestFleetEvents")
+	if err != nil {
+		return err
+	}
+	defer stopIngest()
+	queryURL, stopQuery, err := serveFunction(ctx, bin, "QueryFleets")
+	if err != nil {
+		return err
+	}
+	defer stopQuery()
+
+	say("creating the Avro-validated topic and a push subscription into IngestFleetEvents")
+	ps, err := pubsub.NewClient(ctx, Project)
+	if err != nil {
+		return err
+	}
+	defer ps.Close()
+	schemas, err := schema.NewSchemaClient(ctx, emulator.EmulatorOptions(os.Getenv(emulator.PubSubHostEnv))...)
+	if err != nil {
+		return err
+	}
+	defer schemas.Close()
+	topic := fmt.Sprintf("fleet-events-%d", time.Now().UnixNano()%1_000_000)
+	if err := pubsubtopic.EnsureTopic(ctx, ps, schemas, topic, "fleet-event"); err != nil {
+		return err
+	}
+	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+		Name:                  "projects/" + Project + "/subscriptions/" + topic + "-ingest",
+		Topic:                 pubsubtopic.TopicName(Project, topic),
+		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: ingestURL + "/" + pubsubtopic.TopicName(Project, topic)},
+		AckDeadlineSeconds:    10,
+		EnableMessageOrdering: true,
+	}); err != nil {
+		return fmt.Errorf("create push subscription: %w", err)
+	}
+	transport := pubsubtopic.NewTransport(ps, topic)
+	defer transport.Stop()
+
+	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	dyn := dynamic.NewForConfigOrDie(cp.RESTConfig())
+	var wg sync.WaitGroup
+	work, stopWork := context.WithCancel(ctx)
+	defer func() { stopWork(); wg.Wait() }()
+	errs := make(chan error, 2*len(Clusters))
+	for i, c := range Clusters {
+		ns := "games-" + c.Name
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create namespace %s: %w", ns, err)
+		}
+		cfg := publisher.Config{
+			Cluster: c.Name, ClusterLabels: map[string]string{"region": c.Region},
+			Project: Project, Topic: topic, Namespaces: []string{ns},
+			MinInterval: time.Second, SnapshotInterval: 10 * time.Second,
+			LeaderElect: true, LeaseName: "fleetcast-publisher", LeaseNamespace: ns,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+			ID: "publisher-" + c.Name, ShutdownGrace: 3 * time.Second,
+			SnapshotPartBytes: fleet.DefaultSnapshotPartBytes, PublisherVersion: "demo",
+		}
+		say("publisher of cluster %s watching namespace %s", c.Name, ns)
+		wg.Go(func() {
+			if err := publisher.Run(work, cfg, publisher.Deps{Kube: cp.RESTConfig(), Transport: transport, Log: slog.New(slog.DiscardHandler)}); err != nil {
+				errs <- fmt.Errorf("publisher %s: %w", c.Name, err)
+			}
+		})
+		sim := &simulator{dyn: dyn, ns: ns, region: c.Region, rng: rand.New(rand.NewPCG(uint64(i), 42)),
+			logf: func(format string, args ...any) {
+				if !opts.Interactive {
+					say(format, args...)
+				}
+			}}
+		wg.Go(func() {
+			if err := sim.run(work, 700*time.Millisecond); err != nil {
+				errs <- fmt.Errorf("simulator %s: %w", c.Name, err)
+			}
+		})
+	}
+
+	fs, err := firestore.NewClient(ctx, Project)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	view, err := fleetwatch.Watch(work, fs, fleetwatch.Query{StaleAfter: 30 * time.Second})
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	say("everything runs. Try, in another terminal:")
+	say("  curl -s '%s/v1/fleets?selector=platform=pc' | jq", queryURL)
+	say("  curl -s '%s/v1/labels/version' | jq", queryURL)
+	say("  curl -s '%s/v1/clusters' | jq", queryURL)
+	say("  GOOGLE_CLOUD_PROJECT=%s FIRESTORE_EMULATOR_HOST=%s go run ./cmd/fleetcast watch -l platform=pc",
+		Project, os.Getenv(emulator.FirestoreHostEnv))
+	if opts.Ready != nil {
+		opts.Ready(queryURL)
+	}
+
+	show(ctx, out, view, opts.Interactive, errs)
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	if opts.Duration > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return verify(out, queryURL)
+	}
+	say("stopping")
+	return nil
+}
+
+// show displays the live view until ctx ends (or a component fails).
+func show(ctx context.Context, out io.Writer, view *fleetwatch.View, interactive bool, errs chan error) {
+	every := 5 * time.Second
+	if interactive {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	start := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-errs:
+			errs <- err
+			return
+		case <-t.C:
+		}
+		fleets := view.Fleets(nil)
+		if !interactive {
+			per := map[string]int{}
+			var ready int64
+			for _, f := range fleets {
+				per[f.Cluster]++
+				ready += f.ReadyReplicas
+			}
+			var parts []string
+			for _, c := range Clusters {
+				parts = append(parts, fmt.Sprintf("%s=%d", c.Name, per[c.Name]))
+			}
+			fmt.Fprintf(out, "» t+%s: %d fleets (%s), %d ready game servers\n", time.Since(start).Round(time.Second), len(fleets), strings.Join(parts, " "), ready)
+			continue
+		}
+		fmt.Fprint(out, "\033[H\033[2J")
+		tw := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
+		fmt.Fprintln(tw, "CLUSTER\tNAMESPACE\tNAME\tVERSION\tREADY\tALLOCATED\tREPLICAS\tROOMS FREE\tLAG\tSTALE")
+		for _, f := range fleets {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d/%d\t%s\t%t\n", f.Cluster, f.Namespace, f.Name, f.Labels["version"],
+				f.ReadyReplicas, f.AllocatedReplicas, f.Replicas, f.Counters["rooms"].Available, f.Counters["rooms"].Capacity,
+				(time.Duration(f.LagMillis) * time.Millisecond).String(), f.Stale)
+		}
+		_ = tw.Flush()
+		fmt.Fprintf(out, "\n%d fleets across %d clusters — live from Firestore (fleetwatch). Ctrl-C stops the demo.\n", len(fleets), len(Clusters))
+	}
+}
+
+// verify checks, through the query API, that every cluster reported in
+// and has fleets.
+func verify(out io.Writer, queryURL string) error {
+	var clusters fleetquery.ClusterList
+	if err := getJSON(queryURL+"/v1/clusters", &clusters); err != nil {
+		return err
+	}
+	var list fleetquery.FleetList
+	if err := getJSON(queryURL+"/v1/fleets?pageSize=1000", &list); err != nil {
+		return err
+	}
+	per := map[string]int{}
+	for _, f := range list.Items {
+		per[f.Cluster]++
+	}
+	var missing []string
+	for _, c := range Clusters {
+		if per[c.Name] == 0 || !slices.ContainsFunc(clusters.Items, func(x fleetquery.Cluster) bool { return x.Cluster == c.Name }) {
+			missing = append(missing, c.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("demo check failed: no fleets or no heartbeat from %v in the query API", missing)
+	}
+	fmt.Fprintf(out, "» check passed: the query API serves %d fleets from %d clusters\n", len(list.Items), len(clusters.Items))
+	return nil
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// serveFunction runs the local Functions Framework runner for target and
+// waits until it listens.
+func serveFunction(ctx context.Context, bin, target string) (string, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	port := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "FUNCTION_TARGET="+target, "PORT="+port, "GOOGLE_CLOUD_PROJECT="+Project,
+		"LOG_LEVEL=WARNING", "STALE_AFTER=30s")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start %s: %w", target, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	url := "http://127.0.0.1:" + port
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second); err == nil {
+			c.Close()
+			return url, stop, nil
+		}
+		select {
+		case <-done:
+			return "", nil, fmt.Errorf("%s exited while starting", target)
+		case <-ctx.Done():
+			stop()
+			return "", nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, fmt.Errorf("%s not listening after 30 s", target)
+		}
+	}
+}
