@@ -60,6 +60,16 @@ bench: ## Run the benchmarks on the emulators and the control plane (see docs/be
 	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
 	$(EMULATORS) run -- $(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) -count=1 -timeout=60m ./...
 
+# How many seeded random histories make chaos runs.
+SEEDS ?= 200
+
+.PHONY: chaos
+chaos: ## Randomized fault testing of the whole pipeline over SEEDS seeds (make test runs 20).
+	eval "$$($(CONTROLPLANE) build)"; \
+	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
+	$(EMULATORS) run -- $(GO) test -run '^TestChaos$$' -count=1 -timeout=0 -v ./emulator-tests/ -args -chaos.seeds=$(SEEDS) \
+	  | grep -E '^(=== RUN|--- FAIL|\s+--- FAIL|ok|FAIL|PASS)|chaos: |diverges|^\s+[0-9]+ms ' 
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz test for FUZZTIME (default 30s).
 	@for f in FuzzDocIDCodec FuzzParseDocID FuzzDecodeEvent; do \

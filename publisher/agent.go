@@ -54,6 +54,11 @@ type AgentConfig struct {
 	ClusterLabels map[string]string
 	// SnapshotPartBytes is the size snapshot parts aim at.
 	SnapshotPartBytes int
+	// RefreshInterval, if positive, re-sends every fleet's last event
+	// (same version) once it is that old, with the snapshots: the ingest
+	// side writes nothing for what it has, and heals what was lost after
+	// Pub/Sub accepted it (a message dead-lettered, a subscription reset).
+	RefreshInterval time.Duration
 }
 
 // Agent turns the informer's view of the cluster's fleets into coalesced,
@@ -84,6 +89,7 @@ type entry struct {
 	published *fleet.State
 	version   fleet.Version // of the last event stamped for the fleet
 	lastEmit  time.Time     // when it was stamped, for the min interval
+	lastSent  time.Time     // when its last event was last handed over (stamped or refreshed)
 	timer     Stopper       // the pending trailing publish, if any
 	timerGen  uint64        // tells a stale timer firing from the current one
 }
@@ -239,17 +245,22 @@ func (a *Agent) snapshotLocked() {
 	if a.term == 0 {
 		return
 	}
+	now := a.clock.Now()
 	entries := make([]fleet.SnapshotEntry, 0, len(a.fleets))
 	var totals fleet.Status
 	for k, e := range a.fleets {
 		if e.published == nil {
 			continue // never valid enough to publish; the ingest side drops it
 		}
+		if a.cfg.RefreshInterval > 0 && now.Sub(e.lastSent) >= a.cfg.RefreshInterval {
+			a.sink.Enqueue(a.upsertEvent(k, e))
+			e.lastSent = now
+			a.metrics.Refreshed.Inc()
+		}
 		entries = append(entries, fleet.SnapshotEntry{Namespace: k.Namespace, Name: k.Name, Version: e.version})
 		totals.Add(e.published.Status)
 	}
 	a.seq++
-	now := a.clock.Now()
 	base := fleet.Event{
 		SchemaVersion: fleet.SchemaVersion,
 		Kind:          fleet.KindSnapshot,
@@ -276,7 +287,13 @@ func (a *Agent) emitUpsert(k fleet.Key, e *entry) {
 	e.published = &s
 	e.version = fleet.Version{Term: a.term, Seq: a.seq}
 	e.lastEmit = a.clock.Now()
-	a.sink.Enqueue(fleet.Event{
+	e.lastSent = e.lastEmit
+	a.sink.Enqueue(a.upsertEvent(k, e))
+}
+
+// upsertEvent is the event of the fleet's last published state.
+func (a *Agent) upsertEvent(k fleet.Key, e *entry) fleet.Event {
+	return fleet.Event{
 		SchemaVersion: fleet.SchemaVersion,
 		Kind:          fleet.KindUpsert,
 		Cluster:       k.Cluster,
@@ -285,8 +302,8 @@ func (a *Agent) emitUpsert(k fleet.Key, e *entry) {
 		Publisher:     a.cfg.Publisher,
 		Namespace:     k.Namespace,
 		Name:          k.Name,
-		Fleet:         s,
-	})
+		Fleet:         *e.published,
+	}
 }
 
 // schedule arranges the trailing publish of k after d.

@@ -29,6 +29,7 @@ type Config struct {
 	Projection        Projection
 	MinInterval       time.Duration
 	SnapshotInterval  time.Duration
+	RefreshInterval   time.Duration
 	LeaderElect       bool
 	LeaseName         string
 	LeaseNamespace    string
@@ -94,6 +95,7 @@ func ParseConfig(args []string, getenv func(string) string, output io.Writer) (C
 	annotationsInclude := fs.String("annotations-include", env("annotations-include", ""), "annotation keys copied into events (none unless listed), comma-separated; a trailing * matches a prefix")
 	minInterval := dur("min-interval", "1s", "least time between two publishes of one fleet")
 	snapshotInterval := dur("snapshot-interval", "30s", "time between snapshots (the heartbeat)")
+	refreshInterval := dur("refresh-interval", "10m", "re-send each fleet's last event (same version, no write at ingest) once it is this old, to heal lost messages; 0 disables")
 	leaderElect := boolean("leader-elect", true, "elect one publishing instance per cluster through a Lease")
 	leaseName := fs.String("lease-name", env("lease-name", "fleetcast-publisher"), "name of the Lease (also holds the term)")
 	leaseNamespace := fs.String("lease-namespace", env("lease-namespace", podNamespace), "namespace of the Lease: $POD_NAMESPACE, else default")
@@ -121,6 +123,7 @@ func ParseConfig(args []string, getenv func(string) string, output io.Writer) (C
 		Projection:        Projection{ExcludeLabels: splitList(*labelsExclude), IncludeAnnotations: splitList(*annotationsInclude)},
 		MinInterval:       *minInterval,
 		SnapshotInterval:  *snapshotInterval,
+		RefreshInterval:   *refreshInterval,
 		LeaderElect:       *leaderElect,
 		LeaseName:         *leaseName,
 		LeaseNamespace:    *leaseNamespace,
@@ -176,6 +179,9 @@ func (c Config) validate() error {
 	}
 	if c.LeaderElect && c.RenewDeadline >= c.LeaseDuration {
 		errs = append(errs, fmt.Errorf("--renew-deadline %v must be shorter than --lease-duration %v", c.RenewDeadline, c.LeaseDuration))
+	}
+	if c.RefreshInterval < 0 {
+		errs = append(errs, fmt.Errorf("--refresh-interval %v: must not be negative", c.RefreshInterval))
 	}
 	if c.ID == "" {
 		errs = append(errs, errors.New("--id must not be empty"))

@@ -18,6 +18,8 @@ type Metrics struct {
 	Unchanged prometheus.Counter
 	// Invalid counts fleets that could not be projected into a valid state.
 	Invalid prometheus.Counter
+	// Refreshed counts last events re-sent by the refresh.
+	Refreshed prometheus.Counter
 	// PublishLatency is the time from stamping an event to Pub/Sub's ack.
 	PublishLatency prometheus.Histogram
 	// LastSnapshot is the Unix time of the last snapshot stamped.
@@ -57,6 +59,10 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) (*Metrics, er
 			Help:    "Time from stamping an event to its acknowledgement by Pub/Sub, retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}),
+		Refreshed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetcast_publisher_refreshed_total",
+			Help: "Fleets' last events re-sent unchanged (--refresh-interval), to heal messages lost after Pub/Sub accepted them.",
+		}),
 		LastSnapshot: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleetcast_publisher_last_snapshot_timestamp_seconds",
 			Help: "Unix time of the last snapshot stamped.",
@@ -71,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) (*Metrics, er
 		}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.Publishes, m.InformerEvents, m.Coalesced, m.Unchanged, m.Invalid,
+		m.Publishes, m.InformerEvents, m.Coalesced, m.Unchanged, m.Invalid, m.Refreshed,
 		m.PublishLatency, m.LastSnapshot, m.Leader, m.Term,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fleetcast_publisher_pending_fleets",

@@ -84,6 +84,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		MinInterval:       cfg.MinInterval,
 		ClusterLabels:     cfg.ClusterLabels,
 		SnapshotPartBytes: cfg.SnapshotPartBytes,
+		RefreshInterval:   cfg.RefreshInterval,
 	}, RealClock{}, sender, metrics, log)
 
 	// The sender outlives ctx: it must deliver what the shutdown flushes.

@@ -91,11 +91,16 @@ func sendKey(ev fleet.Event) string {
 	return ev.Key().DocID()
 }
 
-// Enqueue queues ev, replacing an unsent older event of the same key.
+// Enqueue queues ev, replacing an unsent older event of the same key (a
+// refresh of an old version never replaces a newer one).
 func (s *Sender) Enqueue(ev fleet.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.queue[sendKey(ev)] = &outgoing{ev: ev, stamped: s.clock.Now()}
+	key := sendKey(ev)
+	if q, ok := s.queue[key]; ok && q.ev.Version.Compare(ev.Version) > 0 {
+		return
+	}
+	s.queue[key] = &outgoing{ev: ev, stamped: s.clock.Now()}
 	s.setBusyLocked()
 	s.signal()
 }

@@ -133,3 +133,18 @@ func TestSenderFlushGivesUpAtTheDeadline(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "1 events not sent")
 }
+
+func TestSenderNeverReplacesANewerQueuedEventWithAnOlderOne(t *testing.T) {
+	bus := &fakeBus{down: true}
+	s := newTestSender(t, bus)
+	s.Enqueue(upsertEvent("a", 5, 5))
+	s.Enqueue(upsertEvent("a", 3, 3)) // a refresh of an older version
+	bus.setDown(false)
+	flush(t, s)
+	got := bus.received()
+	require.NotEmpty(t, got)
+	assert.Equal(t, int64(5), got[len(got)-1].Version.Seq)
+	for _, ev := range got {
+		assert.NotEqual(t, int64(3), ev.Version.Seq)
+	}
+}
