@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -333,12 +334,6 @@ func (a *Agent) cancel(e *entry) {
 	}
 }
 
-func compareKeys(x, y fleet.Key) int {
-	switch {
-	case x.DocID() < y.DocID():
-		return -1
-	case x.DocID() > y.DocID():
-		return 1
-	}
-	return 0
-}
+// compareKeys orders keys by document ID, the (cluster, namespace, name)
+// order.
+func compareKeys(x, y fleet.Key) int { return strings.Compare(x.DocID(), y.DocID()) }

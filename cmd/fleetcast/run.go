@@ -7,10 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -380,12 +380,12 @@ func fleetRow(f fleetquery.Fleet, wide bool) string {
 		(time.Duration(f.LagMillis) * time.Millisecond).String(), f.Stale)
 	if wide {
 		var counters []string
-		for _, k := range mapsKeys(f.Counters) {
+		for _, k := range slices.Sorted(maps.Keys(f.Counters)) {
 			c := f.Counters[k]
 			counters = append(counters, fmt.Sprintf("%s=%d/%d", k, c.Available, c.Capacity))
 		}
 		var ls []string
-		for _, k := range mapsKeys(f.Labels) {
+		for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
 			ls = append(ls, k+"="+f.Labels[k])
 		}
 		row += "\t" + orNone(strings.Join(counters, ",")) + "\t" + orNone(strings.Join(ls, ","))
@@ -401,7 +401,7 @@ func printClusters(w io.Writer, format string, clusters []fleetquery.Cluster) er
 	fmt.Fprintln(tw, "CLUSTER\tFLEETS\tREADY\tALLOCATED\tHEARTBEAT\tSTALE\tPUBLISHER\tLABELS")
 	for _, c := range clusters {
 		var ls []string
-		for _, k := range mapsKeys(c.Labels) {
+		for _, k := range slices.Sorted(maps.Keys(c.Labels)) {
 			ls = append(ls, k+"="+c.Labels[k])
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%t\t%s\t%s\n", c.Cluster, c.FleetCount, c.Totals.ReadyReplicas, c.Totals.AllocatedReplicas,
@@ -471,15 +471,6 @@ func watch(ctx context.Context, o options, w io.Writer) error {
 	mu.Unlock()
 	<-v.Done()
 	return nil
-}
-
-func mapsKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func orNone(s string) string {
