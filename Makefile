@@ -22,9 +22,11 @@ fmt: ## Format the Go code (gofmt -w).
 	gofmt -w .
 
 .PHONY: vet
-vet: ## Check formatting and run go vet.
+vet: ## Check formatting, that git tracks no compiled binary, and run go vet.
 	@unformatted=$$(gofmt -l .); \
 	if [[ -n $$unformatted ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
+	@binaries=$$(git ls-files -z 2>/dev/null | xargs -0 -r grep -l -m1 -P '\A\x7fELF' -- 2>/dev/null || true); \
+	if [[ -n $$binaries ]]; then echo "compiled binaries are tracked by git: $$binaries" >&2; exit 1; fi
 	$(GO) vet ./...
 
 .PHONY: demo
