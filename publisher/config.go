@@ -45,6 +45,13 @@ type Config struct {
 	PublisherVersion  string
 }
 
+// The defaults of the intervals' flags.
+const (
+	DefaultMinInterval      = time.Second
+	DefaultSnapshotInterval = 30 * time.Second
+	DefaultRefreshInterval  = 10 * time.Minute
+)
+
 // Version is the publisher's software version, set at build time with
 // -ldflags "-X github.com/fleetcast/fleetcast/publisher.Version=...".
 var Version = "dev"
@@ -93,9 +100,9 @@ func ParseConfig(args []string, getenv func(string) string, output io.Writer) (C
 	selector := fs.String("label-selector", env("label-selector", ""), "only fleets matching this label selector")
 	labelsExclude := fs.String("labels-exclude", env("labels-exclude", ""), "label keys not copied into events, comma-separated; a trailing * matches a prefix")
 	annotationsInclude := fs.String("annotations-include", env("annotations-include", ""), "annotation keys copied into events (none unless listed), comma-separated; a trailing * matches a prefix")
-	minInterval := dur("min-interval", "1s", "least time between two publishes of one fleet")
-	snapshotInterval := dur("snapshot-interval", "30s", "time between snapshots (the heartbeat)")
-	refreshInterval := dur("refresh-interval", "10m", "re-send each fleet's last event (same version, no write at ingest) once it is this old, to heal lost messages; 0 disables")
+	minInterval := dur("min-interval", DefaultMinInterval.String(), "least time between two publishes of one fleet")
+	snapshotInterval := dur("snapshot-interval", DefaultSnapshotInterval.String(), "time between snapshots (the heartbeat)")
+	refreshInterval := dur("refresh-interval", DefaultRefreshInterval.String(), "re-send each fleet's last event (same version, no write at ingest) once it is this old, to heal lost messages; 0 disables")
 	leaderElect := boolean("leader-elect", true, "elect one publishing instance per cluster through a Lease")
 	leaseName := fs.String("lease-name", env("lease-name", "fleetcast-publisher"), "name of the Lease (also holds the term)")
 	leaseNamespace := fs.String("lease-namespace", env("lease-namespace", podNamespace), "namespace of the Lease: $POD_NAMESPACE, else default")

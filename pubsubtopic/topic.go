@@ -102,7 +102,8 @@ func ClientOptions() []option.ClientOption {
 const PublishTimeout = 15 * time.Second
 
 // Transport publishes fleet events to one topic with the long-lived Pub/Sub
-// publisher client: asynchronous, batched, ordered per fleet.
+// publisher client: asynchronous, ordered per fleet, each message sent at
+// once.
 type Transport struct {
 	pub *pubsub.Publisher
 }
@@ -112,6 +113,11 @@ func NewTransport(client *pubsub.Client, topicID string) *Transport {
 	pub := client.Publisher(topicID)
 	pub.EnableMessageOrdering = true
 	pub.PublishSettings.Timeout = PublishTimeout
+	// The client bundles per ordering key, and the Sender has at most one
+	// event of a fleet in flight: a fleet's bundle never holds more than
+	// one message, so waiting for more (the default 10 ms DelayThreshold)
+	// only adds latency. Send each at once.
+	pub.PublishSettings.CountThreshold = 1
 	return &Transport{pub: pub}
 }
 
