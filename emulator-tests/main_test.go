@@ -97,8 +97,9 @@ func startFunction(firestoreHost string) (*function, error) {
 	return startFunctionTarget("IngestFleetEvents", firestoreHost)
 }
 
-// startFunctionTarget starts the local runner serving target.
-func startFunctionTarget(target, firestoreHost string) (*function, error) {
+// startFunctionTarget starts the local runner serving target; env entries
+// (KEY=value) override the defaults.
+func startFunctionTarget(target, firestoreHost string, env ...string) (*function, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -112,6 +113,7 @@ func startFunctionTarget(target, firestoreHost string) (*function, error) {
 		"EVENT_TIMEOUT=3s",
 		"LOG_LEVEL=DEBUG",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

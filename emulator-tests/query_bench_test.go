@@ -2,12 +2,12 @@ package emulatortests
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,10 +71,7 @@ func fillFleets(tb testing.TB, store *firestoredb.Store, n int) {
 	bw.End()
 }
 
-func percentile(d []time.Duration, p float64) time.Duration {
-	slices.Sort(d)
-	return d[min(len(d)-1, int(float64(len(d))*p))]
-}
+var benchRequests = flag.Int("query.requests", 200, "BenchmarkQueryFleets and BenchmarkWatchCallbackLatency: samples per case")
 
 // BenchmarkQueryFleets measures GET /v1/fleets with a label selector (two
 // equalities sent to Firestore) over 1 000 and 10 000 fleet documents.
@@ -88,10 +85,10 @@ func BenchmarkQueryFleets(b *testing.B) {
 			srv := httptest.NewServer(query.NewHandler(reader, logging.New(io.Discard, logging.LevelWarning), time.Now, query.DefaultStaleAfter))
 			b.Cleanup(srv.Close)
 			u := srv.URL + "/v1/fleets?orderBy=ready&pageSize=100&selector=" + url.QueryEscape("platform=pc,app.kubernetes.io/version=1.42")
-			lat := make([]time.Duration, 0, b.N)
+			lat := make([]time.Duration, 0, *benchRequests)
 			reader.docs.Store(0)
 			b.ResetTimer()
-			for range b.N {
+			for range *benchRequests {
 				start := time.Now()
 				resp, err := http.Get(u)
 				require.NoError(b, err)
@@ -101,9 +98,9 @@ func BenchmarkQueryFleets(b *testing.B) {
 				lat = append(lat, time.Since(start))
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
-			b.ReportMetric(float64(reader.docs.Load())/float64(b.N), "docs-read/req")
+			reportDist(b, "latency", "ms", millis(lat))
+			b.ReportMetric(float64(len(lat)), "requests")
+			b.ReportMetric(float64(reader.docs.Load())/float64(len(lat)), "docs-read/req")
 		})
 	}
 }
@@ -123,9 +120,9 @@ func BenchmarkWatchCallbackLatency(b *testing.B) {
 		}
 	}})
 	require.NoError(b, err)
-	lat := make([]time.Duration, 0, b.N)
+	lat := make([]time.Duration, 0, *benchRequests)
 	b.ResetTimer()
-	for i := range b.N {
+	for i := range *benchRequests {
 		seq := int64(1_000_000 + i)
 		start := time.Now()
 		_, err := store.Apply(b.Context(), fleet.Event{
@@ -139,6 +136,6 @@ func BenchmarkWatchCallbackLatency(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
+	reportDist(b, "latency", "ms", millis(lat))
+	b.ReportMetric(float64(len(lat)), "requests")
 }

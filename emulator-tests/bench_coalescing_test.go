@@ -1,0 +1,350 @@
+package emulatortests
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetcast/fleetcast/firestoredb"
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/internal/controlplane"
+	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/publisher"
+)
+
+var (
+	coalesceCompress = flag.Int("coalesce.compress", 2,
+		"BenchmarkCoalescingVsBroadcast: divide the scenario's clock (its steps and every interval of both systems) by this")
+	coalesceChurnRate = flag.Float64("coalesce.churn", 20,
+		"BenchmarkCoalescingVsBroadcast: status changes per churning fleet per (scenario) second")
+)
+
+// The scenario, in scenario time (divided by -coalesce.compress to run).
+const (
+	scaleTarget     = 500 // servers the scaling fleet reaches
+	scaleBatch      = 64  // servers Agones creates per GameServerSet sync
+	scaleBatchEvery = 500 * time.Millisecond
+	scaleTick       = 50 * time.Millisecond // how often the fleet controller can report
+	churnFleets     = 10
+	churnServers    = 100
+	churnDuration   = time.Minute
+	steadyDuration  = 10 * time.Minute
+	// The baseline's full republish period and fleetcast's defaults.
+	baselineRepublish = 15 * time.Second
+)
+
+// countingStore is the consumer side of a system under comparison: it
+// counts the messages it received and the Firestore writes they caused.
+type countingStore struct {
+	store            *firestoredb.Store
+	messages, writes atomic.Int64
+}
+
+// fleetcastSide is a publisher.Transport that hands each event straight to
+// the ingest core (the same Store.Apply the ingest function runs), one
+// message per Send that succeeds.
+type fleetcastSide struct{ countingStore }
+
+func (s *fleetcastSide) Send(ctx context.Context, ev fleet.Event) error {
+	res, err := s.store.Apply(ctx, ev)
+	if err != nil {
+		return err // the Sender retries, as Pub/Sub would redeliver
+	}
+	s.messages.Add(1)
+	s.writes.Add(int64(res.Writes))
+	return nil
+}
+
+// broadcaster is the baseline: what existing Agones event broadcasters do.
+// It publishes every informer event (add, update, delete) and republishes
+// every fleet each period; its consumer writes every message it receives.
+// Writes go through workers sharded by fleet, so each fleet's messages are
+// written in order (as an ordered subscription would deliver them).
+type broadcaster struct {
+	countingStore
+	seq    atomic.Int64
+	shards []chan fleet.Event
+	wg     sync.WaitGroup
+	err    atomic.Pointer[error]
+}
+
+func newBroadcaster(store *firestoredb.Store, workers int) *broadcaster {
+	b := &broadcaster{countingStore: countingStore{store: store}}
+	for range workers {
+		ch := make(chan fleet.Event, 1<<16)
+		b.shards = append(b.shards, ch)
+		b.wg.Go(func() {
+			for ev := range ch {
+				if err := b.write(ev); err != nil {
+					b.err.CompareAndSwap(nil, &err)
+				}
+			}
+		})
+	}
+	return b
+}
+
+func (b *broadcaster) publish(k fleet.Key, s *fleet.State) {
+	ev := fleet.Event{SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindDelete, Cluster: k.Cluster,
+		Version: fleet.Version{Term: 1, Seq: b.seq.Add(1)}, ObservedAt: fleet.MicrosOf(time.Now()),
+		Publisher: fleet.Publisher{ID: "broadcaster"}, Namespace: k.Namespace, Name: k.Name}
+	if s != nil {
+		ev.Kind, ev.Fleet = fleet.KindUpsert, *s
+	}
+	b.messages.Add(1)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(k.Name))
+	b.shards[int(h.Sum32())%len(b.shards)] <- ev
+}
+
+// write stores the message as it comes: a naive consumer, one write each.
+func (b *broadcaster) write(ev fleet.Event) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, _ := fleet.ApplyFleetEvent(nil, ev, time.Now(), time.Hour)
+	for attempt := 0; ; attempt++ {
+		_, err := b.store.FleetRef(ev.Key()).Set(ctx, d)
+		if err == nil {
+			b.writes.Add(1)
+			return nil
+		}
+		if attempt == 5 {
+			return err
+		}
+		letTimePass(100 * time.Millisecond)
+	}
+}
+
+func (b *broadcaster) close() error {
+	for _, ch := range b.shards {
+		close(ch)
+	}
+	b.wg.Wait()
+	if err := b.err.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// phaseCounts are both systems' counters at the end of a phase.
+type phaseCounts struct{ fcMsgs, fcWrites, blMsgs, blWrites int64 }
+
+// BenchmarkCoalescingVsBroadcast runs one scripted scenario from the same
+// API server through fleetcast (the real publisher, in-process, and the
+// ingest core on the Firestore emulator) and through the baseline
+// broadcaster, and counts messages and Firestore writes of each:
+//
+//  1. scale-up: a fleet scaled 0 → 500 as Agones reports it (servers
+//     created in batches of 64 per sync, each Ready 2–6 s after creation,
+//     the fleet's status updated at most every 50 ms);
+//  2. churn: 10 fleets of 100 servers under allocation churn, each fleet's
+//     status changing -coalesce.churn times per second for a minute;
+//  3. steady state: 10 minutes in which nothing changes.
+//
+// The scenario's clock is divided by -coalesce.compress, with every
+// interval of both systems (fleetcast's 1 s minimum interval, 30 s
+// snapshots and 10 min refresh; the baseline's 15 s republish). At the end
+// both Firestore views must equal the API server's fleets.
+func BenchmarkCoalescingVsBroadcast(b *testing.B) {
+	c := controlplane.Require(b, cp, cpErr)
+	emulator.Host(b, emulator.FirestoreHostEnv)
+	for range b.N {
+		benchmarkCoalescing(b, c)
+	}
+}
+
+func benchmarkCoalescing(b *testing.B, c *controlplane.ControlPlane) {
+	compress := time.Duration(*coalesceCompress)
+	ctx := b.Context()
+	ns := kubetest.NewNamespace(b, c)
+	const cluster = "bench"
+	ours := &fleetcastSide{countingStore{store: firestoredb.New(emulator.Firestore(b, emulator.ProjectID(b)), time.Hour, time.Now)}}
+	base := newBroadcaster(firestoredb.New(emulator.Firestore(b, emulator.ProjectID(b)), time.Hour, time.Now), 4)
+
+	cfg := kubetest.Config(cluster, ns.Name)
+	cfg.MinInterval = publisher.DefaultMinInterval / compress
+	cfg.SnapshotInterval = publisher.DefaultSnapshotInterval / compress
+	cfg.RefreshInterval = publisher.DefaultRefreshInterval / compress
+	kubetest.StartPublisher(b, cfg, c.RESTConfig(), ours)
+
+	// The baseline's informer on the same namespace.
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(ns.Dyn, 0, ns.Name, nil)
+	inf := factory.ForResource(publisher.FleetGVR).Informer()
+	project := func(obj any) (fleet.Key, *fleet.State) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		k, s, err := cfg.Projection.Project(cluster, obj.(*unstructured.Unstructured))
+		if err != nil {
+			b.Errorf("baseline projection: %v", err)
+		}
+		return k, &s
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { base.publish(project(obj)) },
+		UpdateFunc: func(_, obj any) { base.publish(project(obj)) },
+		DeleteFunc: func(obj any) { k, _ := project(obj); base.publish(k, nil) },
+	})
+	require.NoError(b, err)
+	stop := make(chan struct{})
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	republishCtx, stopRepublish := context.WithCancel(ctx)
+	var republisher sync.WaitGroup
+	republisher.Go(func() {
+		t := time.NewTicker(baselineRepublish / compress)
+		defer t.Stop()
+		for {
+			select {
+			case <-republishCtx.Done():
+				return
+			case <-t.C:
+			}
+			for _, obj := range inf.GetStore().List() {
+				base.publish(project(obj))
+			}
+		}
+	})
+
+	counts := func() phaseCounts {
+		return phaseCounts{ours.messages.Load(), ours.writes.Load(), base.messages.Load(), base.writes.Load()}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	start := time.Now()
+	b.ResetTimer()
+
+	// 1. Scale-up.
+	ns.CreateFleet(ns.Name, "scaler", nil)
+	var readyAt []time.Duration // when each created server becomes Ready
+	var replicas, ready int64
+	var lastBatch time.Duration = -scaleBatchEvery
+	updates := 0
+	for now := time.Duration(0); ready < scaleTarget; now += scaleTick {
+		if replicas < scaleTarget && now-lastBatch >= scaleBatchEvery {
+			n := min(scaleBatch, scaleTarget-replicas)
+			for range n {
+				readyAt = append(readyAt, now+2*time.Second+time.Duration(rng.Int64N(int64(4*time.Second))))
+			}
+			replicas += n
+			lastBatch = now
+		}
+		r := int64(0)
+		for _, at := range readyAt {
+			if at <= now {
+				r++
+			}
+		}
+		letTimePass(time.Until(start.Add(now / compress)))
+		if r != ready || now == lastBatch {
+			ready = r
+			ns.SetStatus(ns.Name, "scaler", map[string]any{"replicas": replicas, "readyReplicas": ready})
+			updates++
+		}
+	}
+	b.Logf("scale-up: %d status updates in %v", updates, time.Since(start).Round(time.Millisecond))
+	letTimePass(2 * cfg.MinInterval) // the trailing publish
+	afterScale := counts()
+
+	// 2. Churn: each fleet's allocations move by one server per change,
+	// between 20 and 80 allocated.
+	for i := range churnFleets {
+		name := fmt.Sprintf("churn-%d", i)
+		ns.CreateFleet(ns.Name, name, nil)
+		ns.SetStatus(ns.Name, name, map[string]any{"replicas": int64(churnServers), "readyReplicas": int64(churnServers)})
+	}
+	letTimePass(2 * cfg.MinInterval)
+	churnStart := time.Now()
+	period := time.Duration(float64(time.Second) / *coalesceChurnRate / float64(compress))
+	var churners sync.WaitGroup
+	var patches atomic.Int64
+	for i := range churnFleets {
+		churners.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 3))
+			name := fmt.Sprintf("churn-%d", i)
+			allocated := int64(50)
+			tick := time.NewTicker(period)
+			defer tick.Stop()
+			for time.Since(churnStart) < churnDuration/compress {
+				<-tick.C
+				if allocated <= 20 || (allocated < 80 && rng.IntN(2) == 0) {
+					allocated++
+				} else {
+					allocated--
+				}
+				ns.SetStatus(ns.Name, name, map[string]any{"replicas": int64(churnServers),
+					"readyReplicas": churnServers - allocated, "allocatedReplicas": allocated})
+				patches.Add(1)
+			}
+		})
+	}
+	churners.Wait()
+	b.Logf("churn: %d status updates in %v (%.0f/s)", patches.Load(), time.Since(churnStart).Round(time.Millisecond),
+		float64(patches.Load())/time.Since(churnStart).Seconds())
+	letTimePass(2 * cfg.MinInterval)
+	afterChurn := counts()
+
+	// 3. Steady state.
+	letTimePass(steadyDuration / compress)
+	stopRepublish()
+	republisher.Wait()
+	close(stop)
+	factory.Shutdown()
+	require.NoError(b, base.close())
+	end := counts()
+	b.StopTimer()
+
+	// Both must end in the API server's final state.
+	list, err := ns.Fleets(ns.Name).List(ctx, metav1.ListOptions{})
+	require.NoError(b, err)
+	want := map[string]string{}
+	for _, item := range list.Items {
+		_, s, err := cfg.Projection.Project(cluster, &item)
+		require.NoError(b, err)
+		want[item.GetName()] = statusLine(s.Status.Replicas, s.Status.ReadyReplicas, s.Status.AllocatedReplicas)
+	}
+	require.Len(b, want, 1+churnFleets)
+	for name, store := range map[string]*firestoredb.Store{"fleetcast": ours.store, "baseline": base.store} {
+		docs, err := store.ListFleets(ctx, firestoredb.FleetFilter{})
+		require.NoError(b, err)
+		got := map[string]string{}
+		for _, d := range docs {
+			got[d.Name] = statusLine(d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AllocatedReplicas)
+		}
+		require.Equal(b, want, got, "%s's Firestore view differs from the API server", name)
+	}
+
+	report := func(phase string, from, to phaseCounts) {
+		b.ReportMetric(float64(to.fcMsgs-from.fcMsgs), phase+"-fleetcast-msgs")
+		b.ReportMetric(float64(to.fcWrites-from.fcWrites), phase+"-fleetcast-writes")
+		b.ReportMetric(float64(to.blMsgs-from.blMsgs), phase+"-baseline-msgs")
+		b.ReportMetric(float64(to.blWrites-from.blWrites), phase+"-baseline-writes")
+	}
+	report("scale", phaseCounts{}, afterScale)
+	report("churn", afterScale, afterChurn)
+	report("steady", afterChurn, end)
+	report("total", phaseCounts{}, end)
+	b.ReportMetric(float64(updates), "scale-updates")
+	b.ReportMetric(float64(patches.Load()), "churn-updates")
+	b.ReportMetric(float64(end.blMsgs)/float64(end.fcMsgs), "msgs-ratio")
+	b.ReportMetric(float64(end.blWrites)/float64(end.fcWrites), "writes-ratio")
+	b.ReportMetric(float64(compress), "compress")
+	b.ReportMetric(*coalesceChurnRate, "churn-per-fleet-s")
+}
+
+// statusLine is the part of a fleet's status the scenario changes.
+func statusLine(replicas, ready, allocated int64) string {
+	return fmt.Sprintf("replicas=%d ready=%d allocated=%d", replicas, ready, allocated)
+}

@@ -1,0 +1,124 @@
+package emulatortests
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/functions/ingest"
+	"github.com/fleetcast/fleetcast/internal/emulator"
+)
+
+var (
+	ingestRounds = flag.Int("ingest.rounds", 5, "BenchmarkIngestFunction: rounds per case (the spread)")
+	ingestEvents = flag.Int("ingest.events", 400, "BenchmarkIngestFunction: push requests per round")
+)
+
+// BenchmarkIngestFunction measures one instance of IngestFleetEvents, its
+// own process as in the cloud (LOG_LEVEL=INFO, the default), fed raw Pub/Sub
+// push requests over HTTP: sequentially, as deployed
+// (max_instance_request_concurrency = 1), and with 8 requests in flight.
+// "changed" events each carry a new version and state for one of 100
+// fleets; "duplicate" re-sends the events of the round before (a
+// redelivery). Writes per event come from the function's own log.
+func BenchmarkIngestFunction(b *testing.B) {
+	host := emulator.Host(b, emulator.FirestoreHostEnv)
+	fn, err := startFunctionTarget("IngestFleetEvents", host, "LOG_LEVEL=INFO")
+	require.NoError(b, err)
+	b.Cleanup(fn.stop)
+	for _, inFlight := range []int{1, 8} {
+		b.Run(fmt.Sprintf("in-flight=%d", inFlight), func(b *testing.B) {
+			for range b.N {
+				benchmarkIngest(b, fn, inFlight)
+			}
+		})
+	}
+}
+
+func benchmarkIngest(b *testing.B, fn *function, inFlight int) {
+	cluster := "ingest-" + randomHex(b, 4)
+	seq := int64(0)
+	events := func() []fleet.Event {
+		out := make([]fleet.Event, *ingestEvents)
+		for i := range out {
+			seq++
+			out[i] = fleet.Event{SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindUpsert, Cluster: cluster,
+				Version: fleet.Version{Term: 1, Seq: seq}, ObservedAt: fleet.MicrosOf(time.Now()), Publisher: fleet.Publisher{ID: "bench"},
+				Namespace: "games", Name: fmt.Sprintf("f%03d", i%100),
+				Fleet: fleet.State{UID: "u", Labels: map[string]string{"platform": "pc", "version": "1.42"},
+					Status: fleet.Status{Replicas: 100, ReadyReplicas: seq % 100, AllocatedReplicas: 100 - seq%100}}}
+		}
+		return out
+	}
+	n := 0
+	send := func(evs []fleet.Event) (perSecond, writesPerEvent float64) {
+		ids := make([]string, len(evs))
+		bodies := make([][]byte, len(evs))
+		for i, ev := range evs {
+			data, err := fleet.EncodeEvent(ev)
+			require.NoError(b, err)
+			n++
+			ids[i] = fmt.Sprintf("%s-%d", cluster, n)
+			bodies[i] = mustJSON(b, ingest.MessagePublishedData{
+				Message:      ingest.PubsubMessage{Data: data, MessageID: ids[i], PublishTime: time.Now().UTC()},
+				Subscription: "projects/" + project + "/subscriptions/bench",
+			})
+		}
+		start := time.Now()
+		next := make(chan int)
+		var wg sync.WaitGroup
+		for range inFlight {
+			wg.Go(func() {
+				for i := range next {
+					resp, err := http.Post(fn.url, "application/json", bytes.NewReader(bodies[i]))
+					if err != nil {
+						b.Error(err)
+						continue
+					}
+					resp.Body.Close()
+					if resp.StatusCode/100 != 2 {
+						b.Errorf("push %s: HTTP %d", ids[i], resp.StatusCode)
+					}
+				}
+			})
+		}
+		for i := range bodies {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		elapsed := time.Since(start)
+		writes := 0.0
+		for _, id := range ids {
+			for _, l := range fn.logs.waitMessage(b, id, ingested) {
+				if w, ok := l["writes"].(float64); ok {
+					writes += w
+				}
+			}
+		}
+		return float64(len(evs)) / elapsed.Seconds(), writes / float64(len(evs))
+	}
+
+	var changed, dup, changedWrites, dupWrites []float64
+	send(events()) // create the documents: later rounds update them
+	for range *ingestRounds {
+		evs := events()
+		rate, w := send(evs)
+		changed, changedWrites = append(changed, rate), append(changedWrites, w)
+		rate, w = send(evs)
+		dup, dupWrites = append(dup, rate), append(dupWrites, w)
+	}
+	reportSpread(b, "changed", "ev/s", changed)
+	reportSpread(b, "duplicate", "ev/s", dup)
+	b.ReportMetric(quantile(changedWrites, 0.5), "changed-writes/ev")
+	b.ReportMetric(quantile(dupWrites, 0.5), "duplicate-writes/ev")
+	b.ReportMetric(float64(*ingestRounds), "rounds")
+	b.ReportMetric(float64(*ingestEvents), "events/round")
+}

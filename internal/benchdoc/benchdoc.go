@@ -1,0 +1,191 @@
+// Package benchdoc turns the output of one `make bench` run (go test -bench
+// text) into BENCHMARKS.md: the numbers of every benchmark the document
+// names, with the machine they were measured on. A metric the document
+// needs but the run lacks is an error, never a blank.
+package benchdoc
+
+import (
+	"bufio"
+	_ "embed"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+)
+
+// Run is what one benchmark run reported.
+type Run struct {
+	// Header holds the run's goos, goarch, cpu and pkg lines (the last
+	// of each).
+	Header map[string]string
+	// Results maps a benchmark's name, without its -GOMAXPROCS suffix, to
+	// one map of unit → value per result line (one per -count).
+	Results map[string][]map[string]float64
+}
+
+var (
+	resultLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.+)$`)
+	headerLine = regexp.MustCompile(`^(goos|goarch|cpu|pkg): (.*)$`)
+)
+
+// Parse reads go test -bench output. Lines that are not results or headers
+// (logs, PASS, ok) are ignored; a malformed result line is an error.
+func Parse(r io.Reader) (*Run, error) {
+	run := &Run{Header: map[string]string{}, Results: map[string][]map[string]float64{}}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if m := headerLine.FindStringSubmatch(line); m != nil {
+			run.Header[m[1]] = m[2]
+			continue
+		}
+		m := resultLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		fields := strings.Fields(m[3])
+		if len(fields)%2 != 0 {
+			return nil, fmt.Errorf("line %d: %s: want value-unit pairs after the iteration count", n, m[1])
+		}
+		metrics := map[string]float64{"iterations": 0}
+		iterations, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %s: iterations %q: %w", n, m[1], m[2], err)
+		}
+		metrics["iterations"] = iterations
+		for i := 0; i < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %s: value %q of %s: %w", n, m[1], fields[i], fields[i+1], err)
+			}
+			metrics[fields[i+1]] = v
+		}
+		run.Results[m[1]] = append(run.Results[m[1]], metrics)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(run.Results) == 0 {
+		return nil, fmt.Errorf("no benchmark results in the input")
+	}
+	return run, nil
+}
+
+// values returns a metric's value in every result line of a benchmark.
+func (r *Run) values(bench, unit string) ([]float64, error) {
+	lines, ok := r.Results[bench]
+	if !ok {
+		return nil, fmt.Errorf("the run has no benchmark %s", bench)
+	}
+	var out []float64
+	for _, l := range lines {
+		v, ok := l[unit]
+		if !ok {
+			return nil, fmt.Errorf("benchmark %s reported no %q", bench, unit)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Median is the median of a metric over a benchmark's result lines.
+func (r *Run) Median(bench, unit string) (float64, error) {
+	v, err := r.values(bench, unit)
+	if err != nil {
+		return 0, err
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2], nil
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2, nil
+}
+
+// Spread is a metric's minimum and maximum over a benchmark's result lines.
+func (r *Run) Spread(bench, unit string) (lo, hi float64, err error) {
+	v, err := r.values(bench, unit)
+	if err != nil {
+		return 0, 0, err
+	}
+	return slices.Min(v), slices.Max(v), nil
+}
+
+// Count is how many result lines a benchmark has.
+func (r *Run) Count(bench string) (int, error) {
+	lines, ok := r.Results[bench]
+	if !ok {
+		return 0, fmt.Errorf("the run has no benchmark %s", bench)
+	}
+	return len(lines), nil
+}
+
+// Num formats a number for a table: groups of three digits separated by a
+// space (1 312, 10 000), with the decimals asked for.
+func Num(v float64, decimals int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Sprint(v)
+	}
+	s := strconv.FormatFloat(v, 'f', decimals, 64)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, _ := strings.Cut(s, ".")
+	var b strings.Builder
+	for i, c := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteString(" ")
+		}
+		b.WriteRune(c)
+	}
+	out := b.String()
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	Date, CPU, OS, Go, Memory, CloudSDK, FirestoreEmulator, PubSubEmulator, KubeAPIServer, Etcd string
+	Cores                                                                                       int
+}
+
+//go:embed BENCHMARKS.md.tmpl
+var docTemplate string
+
+// Render writes the document for run, measured on m.
+func Render(w io.Writer, run *Run, m Machine) error {
+	funcs := template.FuncMap{
+		"median": run.Median,
+		"min": func(bench, unit string) (float64, error) {
+			lo, _, err := run.Spread(bench, unit)
+			return lo, err
+		},
+		"max": func(bench, unit string) (float64, error) {
+			_, hi, err := run.Spread(bench, unit)
+			return hi, err
+		},
+		"count": run.Count,
+		"num":   Num,
+		"div":   func(a, b float64) float64 { return a / b },
+		"mul":   func(a, b float64) float64 { return a * b },
+		"add":   func(a, b float64) float64 { return a + b },
+	}
+	t, err := template.New("BENCHMARKS.md").Funcs(funcs).Option("missingkey=error").Parse(docTemplate)
+	if err != nil {
+		return fmt.Errorf("parse the document's template: %w", err)
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, map[string]any{"Machine": m, "Header": run.Header}); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
+}

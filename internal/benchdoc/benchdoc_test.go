@@ -1,0 +1,96 @@
+package benchdoc
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const sample = `goos: linux
+goarch: amd64
+pkg: github.com/fleetcast/fleetcast/firestoredb
+cpu: AMD EPYC
+BenchmarkApply/changed/sequential-2         	    1000	   1901234 ns/op	       526.0 events/s	         1.000 writes/event
+BenchmarkApply/changed/sequential-2         	    1000	   1801234 ns/op	       511.0 events/s	         1.000 writes/event
+BenchmarkApply/changed/sequential-2         	    1000	   1701234 ns/op	       600.0 events/s	         1.000 writes/event
+--- BENCH: BenchmarkApply
+    store_test.go:1: a log line 12 34
+PASS
+ok  	github.com/fleetcast/fleetcast/firestoredb	12.3s
+BenchmarkQueryFleets/docs=1000-2   	       1	4000000000 ns/op	        18.00 latency-p50-ms	       200.0 requests
+`
+
+func TestParse(t *testing.T) {
+	r, err := Parse(strings.NewReader(sample))
+	require.NoError(t, err)
+	assert.Equal(t, "AMD EPYC", r.Header["cpu"])
+	assert.Len(t, r.Results, 2)
+
+	med, err := r.Median("BenchmarkApply/changed/sequential", "events/s")
+	require.NoError(t, err)
+	assert.Equal(t, 526.0, med)
+	lo, hi, err := r.Spread("BenchmarkApply/changed/sequential", "events/s")
+	require.NoError(t, err)
+	assert.Equal(t, []float64{511, 600}, []float64{lo, hi})
+	n, err := r.Count("BenchmarkApply/changed/sequential")
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+
+	med, err = r.Median("BenchmarkQueryFleets/docs=1000", "latency-p50-ms")
+	require.NoError(t, err)
+	assert.Equal(t, 18.0, med)
+	med, err = r.Median("BenchmarkQueryFleets/docs=1000", "iterations")
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, med)
+}
+
+func TestParseErrors(t *testing.T) {
+	_, err := Parse(strings.NewReader("PASS\nok x 1s\n"))
+	assert.ErrorContains(t, err, "no benchmark results")
+	_, err = Parse(strings.NewReader("BenchmarkX-2  1  100 ns/op  5\n"))
+	assert.ErrorContains(t, err, "line 1: BenchmarkX: want value-unit pairs")
+	_, err = Parse(strings.NewReader("BenchmarkX-2  1  abc ns/op\n"))
+	assert.ErrorContains(t, err, `value "abc" of ns/op`)
+}
+
+func TestMissingMetricsAreErrors(t *testing.T) {
+	r, err := Parse(strings.NewReader(sample))
+	require.NoError(t, err)
+	_, err = r.Median("BenchmarkNope", "events/s")
+	assert.ErrorContains(t, err, "no benchmark BenchmarkNope")
+	_, err = r.Median("BenchmarkApply/changed/sequential", "fleets/s")
+	assert.ErrorContains(t, err, `reported no "fleets/s"`)
+	// The document needs many more benchmarks than the sample has.
+	var b strings.Builder
+	err = Render(&b, r, Machine{})
+	assert.ErrorContains(t, err, "the run has no benchmark BenchmarkCoalescingVsBroadcast")
+}
+
+func TestMedianOfEvenCount(t *testing.T) {
+	r, err := Parse(strings.NewReader("BenchmarkX  1  1 u\nBenchmarkX  1  4 u\nBenchmarkX  1  2 u\nBenchmarkX  1  10 u\n"))
+	require.NoError(t, err)
+	med, err := r.Median("BenchmarkX", "u")
+	require.NoError(t, err)
+	assert.Equal(t, 3.0, med)
+}
+
+func TestNum(t *testing.T) {
+	for _, tc := range []struct {
+		v        float64
+		decimals int
+		want     string
+	}{
+		{0, 0, "0"},
+		{999, 0, "999"},
+		{1000, 0, "1 000"},
+		{1312.4, 0, "1 312"},
+		{12345.678, 1, "12 345.7"},
+		{1234567, 0, "1 234 567"},
+		{-4321.5, 1, "-4 321.5"},
+		{0.0421, 3, "0.042"},
+	} {
+		assert.Equal(t, tc.want, Num(tc.v, tc.decimals), "%v", tc.v)
+	}
+}
