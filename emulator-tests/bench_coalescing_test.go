@@ -26,7 +26,7 @@ import (
 )
 
 var (
-	coalesceCompress = flag.Int("coalesce.compress", 2,
+	coalesceCompress = flag.Int("coalesce.compress", 1,
 		"BenchmarkCoalescingVsBroadcast: divide the scenario's clock (its steps and every interval of both systems) by this")
 	coalesceChurnRate = flag.Float64("coalesce.churn", 20,
 		"BenchmarkCoalescingVsBroadcast: status changes per churning fleet per (scenario) second")
