@@ -1,6 +1,8 @@
 package benchdoc
 
 import (
+	"bytes"
+	"os"
 	"strings"
 	"testing"
 
@@ -93,4 +95,32 @@ func TestNum(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, Num(tc.v, tc.decimals), "%v", tc.v)
 	}
+}
+
+// TestRenderRecordedRun renders the output of a real make bench run
+// (testdata/bench.txt, the run behind BENCHMARKS.md): every metric the
+// document names must be in it, and leaving one benchmark out must fail.
+func TestRenderRecordedRun(t *testing.T) {
+	raw, err := os.ReadFile("testdata/bench.txt")
+	require.NoError(t, err)
+	r, err := Parse(bytes.NewReader(raw))
+	require.NoError(t, err)
+	var doc strings.Builder
+	require.NoError(t, Render(&doc, r, Machine{Date: "2026-11-30", CPU: "cpu", Cores: 2}))
+	assert.NotContains(t, doc.String(), "<no value>")
+	for _, section := range []string{"## Side by side", "## 1. Coalescing", "## 2. End-to-end latency",
+		"## 3. Ingest throughput", "## 4. Publisher cost", "## 5. Query latency"} {
+		assert.Contains(t, doc.String(), section)
+	}
+
+	var without bytes.Buffer
+	for _, line := range bytes.SplitAfter(raw, []byte("\n")) {
+		if !bytes.HasPrefix(line, []byte("BenchmarkReconcile")) {
+			without.Write(line)
+		}
+	}
+	r, err = Parse(&without)
+	require.NoError(t, err)
+	err = Render(&doc, r, Machine{})
+	assert.ErrorContains(t, err, "the run has no benchmark BenchmarkReconcile")
 }
