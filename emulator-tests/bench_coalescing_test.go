@@ -292,8 +292,8 @@ func benchmarkCoalescing(b *testing.B, c *controlplane.ControlPlane) {
 	}
 	churners.Wait()
 	churnTime := time.Since(churnStart)
-	b.Logf("churn: %d status updates in %v (%.0f/s)", patches.Load(), time.Since(churnStart).Round(time.Millisecond),
-		float64(patches.Load())/time.Since(churnStart).Seconds())
+	b.Logf("churn: %d status updates in %v (%.0f/s)", patches.Load(), churnTime.Round(time.Millisecond),
+		float64(patches.Load())/churnTime.Seconds())
 	letTimePass(2 * cfg.MinInterval)
 	afterChurn := counts()
 

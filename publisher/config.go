@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -111,7 +112,7 @@ func ParseConfig(args []string, getenv func(string) string, output io.Writer) (C
 	retryPeriod := dur("retry-period", "2s", "time between Lease acquisition and renewal attempts")
 	metricsAddr := fs.String("metrics-addr", env("metrics-addr", ":8080"), "address of /metrics, /healthz and /readyz (empty: none)")
 	kubeconfig := fs.String("kubeconfig", env("kubeconfig", getenv("KUBECONFIG")), "kubeconfig file: $KUBECONFIG, else the in-cluster configuration")
-	id := fs.String("id", env("id", firstNonEmpty(getenv("POD_NAME"), hostname)), "identity of this instance: $POD_NAME, else the hostname")
+	id := fs.String("id", env("id", cmp.Or(getenv("POD_NAME"), hostname)), "identity of this instance: $POD_NAME, else the hostname")
 	grace := dur("shutdown-grace", "10s", "on SIGTERM, how long to try to publish what is pending")
 	logLevel := fs.String("log-level", env("log-level", "INFO"), "DEBUG, INFO, WARNING or ERROR")
 
@@ -219,13 +220,4 @@ func parseLabels(s string) (map[string]string, error) {
 		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
 	return out, nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

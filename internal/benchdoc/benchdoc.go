@@ -52,12 +52,11 @@ func Parse(r io.Reader) (*Run, error) {
 		if len(fields)%2 != 0 {
 			return nil, fmt.Errorf("line %d: %s: want value-unit pairs after the iteration count", n, m[1])
 		}
-		metrics := map[string]float64{"iterations": 0}
 		iterations, err := strconv.ParseFloat(m[2], 64)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %s: iterations %q: %w", n, m[1], m[2], err)
 		}
-		metrics["iterations"] = iterations
+		metrics := map[string]float64{"iterations": iterations}
 		for i := 0; i < len(fields); i += 2 {
 			v, err := strconv.ParseFloat(fields[i], 64)
 			if err != nil {

@@ -11,6 +11,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -93,10 +94,10 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 func machine(cpuHeader string) benchdoc.Machine {
 	m := benchdoc.Machine{
 		Date:              time.Now().UTC().Format("2006-01-02"),
-		CPU:               firstNonEmpty(procField("/proc/cpuinfo", "model name", ":"), cpuHeader),
+		CPU:               cmp.Or(procField("/proc/cpuinfo", "model name", ":"), cpuHeader, "unknown"),
 		Cores:             runtime.NumCPU(),
 		Go:                strings.TrimPrefix(runtime.Version(), "go"),
-		OS:                strings.Trim(procField("/etc/os-release", "PRETTY_NAME", "="), `"`),
+		OS:                cmp.Or(strings.Trim(procField("/etc/os-release", "PRETTY_NAME", "="), `"`), "unknown"),
 		KubeAPIServer:     versionOf(os.Getenv("KUBE_APISERVER"), "kube-apiserver-"),
 		Etcd:              versionOf(os.Getenv("ETCD"), "etcd-"),
 		CloudSDK:          "unknown",
@@ -119,11 +120,6 @@ func machine(cpuHeader string) benchdoc.Machine {
 			case name == "pubsub-emulator":
 				m.PubSubEmulator = version
 			}
-		}
-	}
-	for _, v := range []*string{&m.CPU, &m.OS} {
-		if *v == "" {
-			*v = "unknown"
 		}
 	}
 	return m
@@ -154,13 +150,4 @@ func versionOf(binary, prefix string) string {
 		return "unknown"
 	}
 	return strings.TrimPrefix(dir, prefix)
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
