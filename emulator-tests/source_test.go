@@ -16,32 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/functions/source"
+	"github.com/fleetcast/fleetcast/internal/buildpack"
 	"github.com/fleetcast/fleetcast/internal/emulator"
 )
-
-// buildpackMain is the kind of main the Cloud Functions Go buildpack
-// generates: it blank-imports the package at the root of the upload and
-// starts the Functions Framework, which serves FUNCTION_TARGET.
-const buildpackMain = `package main
-
-import (
-	"log"
-	"os"
-
-	_ "github.com/fleetcast/fleetcast"
-	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
-)
-
-func main() {
-	port := os.Getenv("PORT")
-	if port == "" {
-		port = "8080"
-	}
-	if err := funcframework.Start(port); err != nil {
-		log.Fatalf("funcframework.Start: %v", err)
-	}
-}
-`
 
 // TestSourceZipBuildsAndServesLikeTheBuildpack builds the deployable zip,
 // checks it is deterministic and minimal, then builds it as the buildpack
@@ -63,32 +40,22 @@ func TestSourceZipBuildsAndServesLikeTheBuildpack(t *testing.T) {
 	assert.Contains(t, files, "functions/ingest/ingest.go")
 	assert.Contains(t, files, "functions/query/query.go")
 
-	// Unpack, add the generated main, build.
-	dir := t.TempDir()
-	zr, err := zip.NewReader(bytes.NewReader(first.Bytes()), int64(first.Len()))
-	require.NoError(t, err)
-	for _, f := range zr.File {
-		rc, err := f.Open()
-		require.NoError(t, err)
-		b, err := io.ReadAll(rc)
-		rc.Close()
-		require.NoError(t, err)
-		path := filepath.Join(dir, filepath.FromSlash(f.Name))
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		require.NoError(t, os.WriteFile(path, b, 0o644))
+	// Unpack as Cloud Build does and build each function with the main the
+	// buildpack would generate for it.
+	appRoot := t.TempDir()
+	unzip(t, first.Bytes(), filepath.Join(appRoot, buildpack.SourceDir))
+	bins := map[string]string{}
+	for _, target := range []string{"IngestFleetEvents", "QueryFleets"} {
+		bins[target] = filepath.Join(t.TempDir(), "server")
+		tmpl, err := buildpack.Build(t.Context(), appRoot, target, bins[target])
+		require.NoError(t, err, "the unpacked source must build as the buildpack builds it")
+		assert.Equal(t, buildpack.Declarative, tmpl)
 	}
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "serverless_function_source_code"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "serverless_function_source_code", "main.go"), []byte(buildpackMain), 0o644))
-	bin := filepath.Join(t.TempDir(), "server")
-	build := exec.Command("go", "build", "-mod=readonly", "-o", bin, "./serverless_function_source_code")
-	build.Dir = dir
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "the unpacked source must build on its own:\n%s", out)
 
 	serve := func(target string) string {
 		port, err := freePort()
 		require.NoError(t, err)
-		cmd := exec.Command(bin)
+		cmd := exec.Command(bins[target])
 		cmd.Env = append(os.Environ(), "FUNCTION_TARGET="+target, "PORT="+port, "GOOGLE_CLOUD_PROJECT="+project, emulator.FirestoreHostEnv+"="+fsHost)
 		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 		require.NoError(t, cmd.Start())
@@ -125,4 +92,46 @@ func TestSourceZipBuildsAndServesLikeTheBuildpack(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
 	assert.Contains(t, string(b), `"readyReplicas":3`)
+}
+
+// TestWithoutTheFunctionsImportTheBuildpackBuildFails: the same zip with
+// the root package's import of the framework's functions package removed
+// gets the buildpack's v1.1 template, which calls
+// fleetcast.IngestFleetEvents, and fails to build — what Cloud Build did
+// before the import was added.
+func TestWithoutTheFunctionsImportTheBuildpackBuildFails(t *testing.T) {
+	var zipped bytes.Buffer
+	_, err := source.Build(t.Context(), "..", &zipped)
+	require.NoError(t, err)
+	appRoot := t.TempDir()
+	src := filepath.Join(appRoot, buildpack.SourceDir)
+	unzip(t, zipped.Bytes(), src)
+	root := filepath.Join(src, "functions.go")
+	b, err := os.ReadFile(root)
+	require.NoError(t, err)
+	stripped := strings.Replace(string(b), `_ "`+buildpack.FunctionsPackage+`"`, "", 1)
+	require.NotEqual(t, string(b), stripped)
+	require.NoError(t, os.WriteFile(root, []byte(stripped), 0o644))
+
+	tmpl, err := buildpack.Build(t.Context(), appRoot, "IngestFleetEvents", filepath.Join(t.TempDir(), "server"))
+	assert.Equal(t, buildpack.V1_1, tmpl)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "undefined: userfunction.IngestFleetEvents")
+}
+
+// unzip writes the zip's files under dir.
+func unzip(tb testing.TB, b []byte, dir string) {
+	tb.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	require.NoError(tb, err)
+	for _, f := range zr.File {
+		rc, err := f.Open()
+		require.NoError(tb, err)
+		content, err := io.ReadAll(rc)
+		rc.Close()
+		require.NoError(tb, err)
+		path := filepath.Join(dir, filepath.FromSlash(f.Name))
+		require.NoError(tb, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(tb, os.WriteFile(path, content, 0o644))
+	}
 }

@@ -17,7 +17,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/fleetcast/fleetcast/internal/buildpack"
 )
 
 // epoch is every entry's modification time: zip's earliest, for
@@ -31,12 +34,24 @@ func Build(ctx context.Context, moduleDir string, w io.Writer) ([]string, error)
 	if err != nil {
 		return nil, err
 	}
-	zw := zip.NewWriter(w)
+	contents := make(map[string][]byte, len(files))
+	root := map[string][]byte{}
 	for _, name := range files {
 		b, err := os.ReadFile(filepath.Join(moduleDir, filepath.FromSlash(name)))
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", name, err)
 		}
+		contents[name] = b
+		if !strings.Contains(name, "/") && strings.HasSuffix(name, ".go") {
+			root[name] = b
+		}
+	}
+	if err := checkDeclarative(root); err != nil {
+		return nil, err
+	}
+	zw := zip.NewWriter(w)
+	for _, name := range files {
+		b := contents[name]
 		h := &zip.FileHeader{Name: name, Method: zip.Deflate, Modified: epoch}
 		h.SetMode(0o644)
 		f, err := zw.CreateHeader(h)
@@ -51,6 +66,20 @@ func Build(ctx context.Context, moduleDir string, w io.Writer) ([]string, error)
 		return nil, fmt.Errorf("zip: %w", err)
 	}
 	return files, nil
+}
+
+// checkDeclarative refuses a root package for which Google's buildpack
+// would generate a main that calls the function by name (see
+// internal/buildpack): that build fails in Cloud Build, after the upload.
+func checkDeclarative(root map[string][]byte) error {
+	pkg, err := buildpack.ParseFiles(root)
+	if err != nil {
+		return fmt.Errorf("the root package, as the buildpack reads it: %w", err)
+	}
+	if !pkg.ImportsPath(buildpack.FunctionsPackage) {
+		return fmt.Errorf("the root package must import %q (a blank import will do): without it the Cloud Functions buildpack generates a main that calls %s.<FUNCTION_TARGET> and the build fails", buildpack.FunctionsPackage, pkg.Name)
+	}
+	return nil
 }
 
 // sourceFiles lists go.mod, go.sum and the Go and embedded files of the
