@@ -1,48 +1,63 @@
 #!/usr/bin/env bash
-# Offline Terraform for fleetcast: builds the Google provider from the pinned
-# module in tools/terraform-provider-google into the user cache directory
-# (keyed by version, once per machine), points Terraform at it with a
-# dev_overrides CLI configuration, and runs fmt, validate, test and a plan of
-# the dev environment without network or credentials.
+# Offline Terraform for fleetcast: builds the Google and time providers from
+# the pinned modules in tools/terraform-provider-* into the user cache
+# directory (keyed by version, once per machine), points Terraform at them
+# with a dev_overrides CLI configuration, and runs fmt, validate, test and
+# plans of both environments without network or credentials.
 #
-#   terraform.sh build      build the provider if missing; print its directory
-#   terraform.sh check      fmt -check, validate and test the module and both environments, plan dev
-#   terraform.sh -- ARGS    run terraform ARGS with the provider override (in the current directory)
+#   terraform.sh build           build the providers if missing; print the Google provider's directory
+#   terraform.sh check           fmt -check, validate and test the module and both environments, plan both
+#   terraform.sh plan ENV DIR    plan environments/ENV with no cluster into DIR/plan, DIR/plan.json and DIR/plan.log
+#   terraform.sh -- ARGS         run terraform ARGS with the provider overrides (in the current directory)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${FLEETCAST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetcast}
-version=$(awk '$1 == "require" && $2 == "github.com/hashicorp/terraform-provider-google" {print $3}' "$root/tools/terraform-provider-google/go.mod")
-bindir=$cache/terraform-provider-google-$version
+providers=(google time)
 
 log() { printf 'terraform: %s\n' "$*" >&2; }
 
+# bindir NAME prints where the provider NAME of the pinned version lives.
+bindir() {
+  local version
+  version=$(awk -v m="github.com/hashicorp/terraform-provider-$1" '$1 == "require" && $2 == m {print $3}' "$root/tools/terraform-provider-$1/go.mod")
+  printf '%s\n' "$cache/terraform-provider-$1-$version"
+}
+
 build() {
-  if [[ -x $bindir/terraform-provider-google ]]; then
-    return
-  fi
-  log "building the Google provider $version into $bindir (once per machine: ~4-8 min, ~2 GB on 2 cores)"
-  local start=$SECONDS tmp
-  mkdir -p "$bindir"
-  tmp=$bindir/terraform-provider-google.tmp.$$
-  (cd "$root/tools/terraform-provider-google" && go build -trimpath -ldflags='-s -w' -o "$tmp" github.com/hashicorp/terraform-provider-google)
-  mv "$tmp" "$bindir/terraform-provider-google"
-  log "built the provider in $((SECONDS - start)) s"
+  local name dir start tmp
+  for name in "${providers[@]}"; do
+    dir=$(bindir "$name")
+    [[ -x $dir/terraform-provider-$name ]] && continue
+    if [[ $name == google ]]; then
+      log "building the Google provider into $dir (once per machine: ~4-8 min, ~2 GB on 2 cores)"
+    else
+      log "building the $name provider into $dir (once per machine: ~1 min)"
+    fi
+    start=$SECONDS
+    mkdir -p "$dir"
+    tmp=$dir/terraform-provider-$name.tmp.$$
+    (cd "$root/tools/terraform-provider-$name" && go build -trimpath -ldflags='-s -w' -o "$tmp" "github.com/hashicorp/terraform-provider-$name")
+    mv "$tmp" "$dir/terraform-provider-$name"
+    log "built the $name provider in $((SECONDS - start)) s"
+  done
 }
 
 # with_override runs terraform with a temporary CLI configuration that
-# takes hashicorp/google from the local build.
+# takes the providers from the local builds.
 with_override() {
-  local cfg status
+  local cfg status name
   cfg=$(mktemp "${TMPDIR:-/tmp}/fleetcast-tfrc.XXXXXX")
-  cat >"$cfg" <<CFG
-provider_installation {
-  dev_overrides {
-    "hashicorp/google" = "$bindir"
-  }
-  direct {}
-}
-CFG
+  {
+    echo 'provider_installation {'
+    echo '  dev_overrides {'
+    for name in "${providers[@]}"; do
+      echo "    \"hashicorp/$name\" = \"$(bindir "$name")\""
+    done
+    echo '  }'
+    echo '  direct {}'
+    echo '}'
+  } >"$cfg"
   set +e
   TF_CLI_CONFIG_FILE=$cfg TF_IN_AUTOMATION=1 TF_INPUT=0 terraform "$@"
   status=$?
@@ -62,22 +77,48 @@ check() {
     # With dev_overrides, init fails; get fetches the local modules.
     (cd "$dir" && with_override get >/dev/null && with_override validate -no-color && with_override test -no-color)
   done
-  log "plan environments/dev (dummy token, no state, nothing contacted)"
-  local state
-  state=$(mktemp -d "${TMPDIR:-/tmp}/fleetcast-tfplan.XXXXXX")
-  (cd "$root" && go run ./functions/cmd/source -o "$state/functions.zip" >&2)
-  (cd "$tf/environments/dev" &&
+  local env out
+  for env in dev prod; do
+    out=$(mktemp -d "${TMPDIR:-/tmp}/fleetcast-tfplan.XXXXXX")
+    plan "$env" "$out" || { rm -rf "$out"; exit 1; }
+    rm -rf "$out"
+  done
+}
+
+# plan ENV OUT plans environments/ENV as a first apply on a fresh project
+# with no GKE cluster would (no clusters, no state, dummy token, nothing
+# contacted), from a scratch copy without backend.tf: the prod
+# environment's GCS backend cannot be initialised offline.
+plan() {
+  local env=$1 out=$2 scratch
+  build
+  mkdir -p "$out"
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/fleetcast-tfenv.XXXXXX")
+  mkdir -p "$scratch/terraform/environments"
+  cp -r "$root/terraform/modules" "$scratch/terraform/"
+  cp -r "$root/terraform/environments/$env" "$scratch/terraform/environments/"
+  mkdir -p "$scratch/schemas" && cp "$root/schemas/fleet_event.avsc" "$scratch/schemas/"
+  rm -rf "$scratch/terraform/environments/$env/.terraform" "$scratch/terraform/environments/$env/backend.tf"
+  (cd "$root" && go run ./functions/cmd/source -o "$out/functions.zip" >/dev/null)
+  log "plan environments/$env (no clusters, dummy token, nothing contacted)"
+  if ! (cd "$scratch/terraform/environments/$env" &&
+    with_override get >/dev/null &&
     GOOGLE_OAUTH_ACCESS_TOKEN=dummy with_override plan -no-color -refresh=false -lock=false -input=false \
-      -var=project_id=fleetcast-plan-check -var=project_number=123456789012 -var="function_source_zip=$state/functions.zip" \
-      -out="$state/plan" >"$state/plan.log" 2>&1) ||
-    { cat "$state/plan.log" >&2; rm -rf "$state"; exit 1; }
-  grep -E '^Plan:' "$state/plan.log" >&2
-  rm -rf "$state"
+      -var=project_id=fleetcast-plan-check -var=project_number=123456789012 -var="function_source_zip=$out/functions.zip" \
+      -var='clusters={}' -out="$out/plan" >"$out/plan.log" 2>&1 &&
+    with_override show -json "$out/plan" >"$out/plan.json"); then
+    cat "$out/plan.log" >&2
+    rm -rf "$scratch"
+    return 1
+  fi
+  grep -E '^Plan:' "$out/plan.log" >&2
+  rm -rf "$scratch"
 }
 
 case ${1:-} in
-  build) build; printf '%s\n' "$bindir" ;;
+  build) build; bindir google ;;
   check) check ;;
+  plan) [[ $# == 3 ]] || { echo "usage: terraform.sh plan ENV DIR" >&2; exit 2; }; plan "$2" "$3" ;;
   --) shift; build; with_override "$@" ;;
-  *) echo "usage: terraform.sh build | check | -- ARGS" >&2; exit 2 ;;
+  *) echo "usage: terraform.sh build | check | plan ENV DIR | -- ARGS" >&2; exit 2 ;;
 esac

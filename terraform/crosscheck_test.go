@@ -239,7 +239,7 @@ func TestValidateIsReal(t *testing.T) {
 
 	main := filepath.Join(module, "main.tf")
 	b := mustRead(t, main)
-	broken := strings.Replace(string(b), `  message_retention_duration = "86400s"`, "  message_retention_duration = \"86400s\"\n  retention_forever          = true", 1)
+	broken := strings.Replace(string(b), `  message_retention_duration = local.message_retention`, "  message_retention_duration = local.message_retention\n  retention_forever          = true", 1)
 	require.NotEqual(t, string(b), broken)
 	require.NoError(t, os.WriteFile(main, []byte(broken), 0o644))
 	out, err = validate()

@@ -25,3 +25,14 @@ variable "query_invokers" {
   description = "Members allowed to call the query API."
   default     = []
 }
+
+variable "clusters" {
+  type = map(object({
+    gke_project     = string
+    namespace       = optional(string, "fleetcast")
+    service_account = optional(string, "fleetcast-publisher")
+    labels          = optional(map(string), {})
+  }))
+  description = "Game clusters, by name, each with the project of its GKE cluster (see the module's clusters variable); none by default."
+  default     = {}
+}

@@ -1,24 +1,17 @@
 # Production: every game cluster, warm query instances, state in GCS
-# (terraform init -backend-config="bucket=...").
-
-terraform {
-  backend "gcs" {
-    prefix = "fleetcast/prod"
-  }
-}
+# (backend.tf).
 
 module "fleetcast" {
   source = "../../modules/fleetcast"
 
-  project_id            = var.project_id
-  project_number        = var.project_number
-  region                = var.region
-  function_source_zip   = var.function_source_zip
-  clusters              = var.clusters
-  query_invokers        = var.query_invokers
-  ingest_max_instances  = 100
-  query_min_instances   = 2
-  query_max_instances   = 50
-  max_delivery_attempts = 20
-  tombstone_retention   = "72h"
+  project_id           = var.project_id
+  project_number       = var.project_number
+  region               = var.region
+  function_source_zip  = var.function_source_zip
+  clusters             = var.clusters
+  query_invokers       = var.query_invokers
+  ingest_max_instances = 100
+  query_min_instances  = 2
+  query_max_instances  = 50
+  tombstone_retention  = "72h"
 }

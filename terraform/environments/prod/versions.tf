@@ -1,9 +1,13 @@
 terraform {
-  required_version = ">= 1.7"
+  required_version = ">= 1.9"
   required_providers {
     google = {
       source  = "hashicorp/google"
       version = ">= 7.0, < 9.0"
+    }
+    time = {
+      source  = "hashicorp/time"
+      version = ">= 0.9"
     }
   }
 }

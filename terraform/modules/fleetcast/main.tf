@@ -4,9 +4,11 @@ locals {
   services = [
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
     "artifactregistry.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
+    "iamcredentials.googleapis.com",
     "pubsub.googleapis.com",
     "run.googleapis.com",
     "storage.googleapis.com",
@@ -21,12 +23,25 @@ locals {
     LOG_LEVEL            = var.log_level
   }
   database = var.create_firestore_database ? google_firestore_database.this[0].name : var.firestore_database
+  # Every message that can still reach the ingest function — waiting in its
+  # subscription, then in the dead-letter subscription, or replayed from the
+  # topic — must be younger than a tombstone's lifetime: an event older than
+  # that could bring back a fleet whose tombstone already expired. The
+  # subscription and the dead-letter subscription each keep half of it, and
+  # so does the topic (seek).
+  message_retention = "${floor(tonumber(trimsuffix(var.tombstone_retention, "h")) * 3600 / 2)}s"
+  # Push to .../projects/P/topics/T: the Functions Framework takes the topic
+  # (the CloudEvent's source) from this path, and logs an unterminated
+  # warning line before every JSON log line when it is missing.
+  ingest_push_endpoint = "${google_cloudfunctions2_function.ingest.service_config[0].uri}/projects/${var.project_id}/topics/${google_pubsub_topic.events.name}"
 }
 
-# Looked up unless given (which lets plan run without API access).
+# Looked up unless given (which lets plan run without API access); after
+# the Resource Manager API is enabled, since a fresh project may have it off.
 data "google_project" "this" {
   count      = var.project_number == null ? 1 : 0
   project_id = var.project_id
+  depends_on = [time_sleep.services]
 }
 
 resource "google_project_service" "this" {
@@ -36,6 +51,16 @@ resource "google_project_service" "this" {
   disable_on_destroy = false
 }
 
+# Enabling a service returns before every part of it answers, and the
+# service agents it creates appear a little later: resources created at
+# once fail on a fresh project with "API has not been used in project … or
+# it is disabled". Everything below waits for this (the cross-check test in
+# terraform/ proves every resource depends on it).
+resource "time_sleep" "services" {
+  create_duration = var.propagation_wait
+  depends_on      = [google_project_service.this]
+}
+
 # --- Pub/Sub -----------------------------------------------------------------
 
 resource "google_pubsub_schema" "fleet_event" {
@@ -43,7 +68,7 @@ resource "google_pubsub_schema" "fleet_event" {
   name       = "${var.name_prefix}-fleet-event"
   type       = "AVRO"
   definition = file("${path.module}/../../../schemas/fleet_event.avsc")
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.services]
 }
 
 resource "google_pubsub_topic" "events" {
@@ -53,12 +78,13 @@ resource "google_pubsub_topic" "events" {
     schema   = google_pubsub_schema.fleet_event.id
     encoding = "JSON"
   }
-  message_retention_duration = "86400s"
+  message_retention_duration = local.message_retention
 }
 
 resource "google_pubsub_topic" "dead_letter" {
-  project = var.project_id
-  name    = "${var.name_prefix}-fleet-events-dead-letter"
+  project    = var.project_id
+  name       = "${var.name_prefix}-fleet-events-dead-letter"
+  depends_on = [time_sleep.services]
 }
 
 # Holds what the ingest function could not apply, for inspection and replay.
@@ -67,7 +93,7 @@ resource "google_pubsub_subscription" "dead_letter" {
   name                       = "${var.name_prefix}-fleet-events-dead-letter-inspect"
   topic                      = google_pubsub_topic.dead_letter.id
   ack_deadline_seconds       = 60
-  message_retention_duration = "604800s"
+  message_retention_duration = local.message_retention
   expiration_policy {
     ttl = ""
   }
@@ -78,21 +104,25 @@ resource "google_pubsub_subscription" "dead_letter" {
 # Eventarc creates. The Functions Framework turns the push body into the
 # messagePublished CloudEvent the function takes.
 resource "google_pubsub_subscription" "ingest" {
-  project                 = var.project_id
-  name                    = "${var.name_prefix}-ingest"
-  topic                   = google_pubsub_topic.events.id
-  ack_deadline_seconds    = 60
-  enable_message_ordering = true
+  project                    = var.project_id
+  name                       = "${var.name_prefix}-ingest"
+  topic                      = google_pubsub_topic.events.id
+  ack_deadline_seconds       = 60
+  enable_message_ordering    = true
+  message_retention_duration = local.message_retention
   push_config {
-    push_endpoint = google_cloudfunctions2_function.ingest.service_config[0].uri
+    push_endpoint = local.ingest_push_endpoint
     oidc_token {
       service_account_email = google_service_account.push.email
       audience              = google_cloudfunctions2_function.ingest.service_config[0].uri
     }
   }
+  # A 429 from Cloud Run (every instance busy, or starting) counts as a
+  # delivery attempt: the attempts must outlast the drain of a publisher's
+  # start-up republish (terraform/README.md, "Sizing the ingest function").
   retry_policy {
-    minimum_backoff = "1s"
-    maximum_backoff = "60s"
+    minimum_backoff = var.retry_minimum_backoff
+    maximum_backoff = "600s"
   }
   dead_letter_policy {
     dead_letter_topic     = google_pubsub_topic.dead_letter.id
@@ -104,7 +134,11 @@ resource "google_pubsub_subscription" "ingest" {
 }
 
 # Pub/Sub's service agent moves undeliverable messages to the dead-letter
-# topic, and mints the push subscription's OIDC tokens.
+# topic, and mints the push subscription's OIDC tokens. Google creates the
+# agent once the Pub/Sub API is enabled and used; the grants come after the
+# wait and after the topics and subscription that use it. (The resource
+# that creates it on demand, google_project_service_identity, exists only
+# in the google-beta provider.)
 resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
   project = var.project_id
   topic   = google_pubsub_topic.dead_letter.name
@@ -123,6 +157,7 @@ resource "google_service_account_iam_member" "push_token_creator" {
   service_account_id = google_service_account.push.name
   role               = "roles/iam.serviceAccountTokenCreator"
   member             = local.pubsub_agent
+  depends_on         = [google_pubsub_subscription.ingest]
 }
 
 # --- Firestore ---------------------------------------------------------------
@@ -134,7 +169,7 @@ resource "google_firestore_database" "this" {
   location_id             = var.firestore_location
   type                    = "FIRESTORE_NATIVE"
   delete_protection_state = "DELETE_PROTECTION_ENABLED"
-  depends_on              = [google_project_service.this]
+  depends_on              = [time_sleep.services]
 }
 
 # Tombstones carry expireAt; the TTL policy deletes them once it passes.
@@ -146,6 +181,7 @@ resource "google_firestore_field" "fleet_expire_at" {
   ttl_config {}
   # Not queried: no index.
   index_config {}
+  depends_on = [time_sleep.services]
 }
 
 # Annotations are copied for readers but never filtered on: no index
@@ -156,6 +192,7 @@ resource "google_firestore_field" "fleet_annotations" {
   collection = "fleets"
   field      = "annotations"
   index_config {}
+  depends_on = [time_sleep.services]
 }
 
 # No composite index is needed: the query function sends only equality
@@ -169,18 +206,54 @@ resource "google_service_account" "ingest" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-ingest"
   display_name = "fleetcast IngestFleetEvents"
+  depends_on   = [time_sleep.services]
 }
 
 resource "google_service_account" "query" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-query"
   display_name = "fleetcast QueryFleets"
+  depends_on   = [time_sleep.services]
 }
 
 resource "google_service_account" "push" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-push"
   display_name = "fleetcast Pub/Sub push into IngestFleetEvents"
+  depends_on   = [time_sleep.services]
+}
+
+# Cloud Build runs the functions' builds as this account, not as the
+# Compute Engine default account, which a fresh project may not have
+# (Compute Engine API off) or which holds no role under the
+# secure-by-default organization policy.
+resource "google_service_account" "build" {
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-build"
+  display_name = "fleetcast function builds"
+  depends_on   = [time_sleep.services]
+}
+
+# The roles Google documents for a function's build service account: write
+# the build log, push the image to Artifact Registry, read the source
+# (which Cloud Functions copies into its own gcf-v2-sources bucket).
+resource "google_project_iam_member" "build" {
+  for_each = toset([
+    "roles/logging.logWriter",
+    "roles/artifactregistry.writer",
+    "roles/storage.objectAdmin",
+  ])
+  project = var.project_id
+  role    = each.value
+  member  = google_service_account.build.member
+}
+
+# IAM grants take effect within about two minutes (Google's IAM
+# documentation, "Access change propagation"); a build started at once
+# fails with permission denied.
+resource "time_sleep" "build_roles" {
+  create_duration = var.propagation_wait
+  depends_on      = [google_project_iam_member.build]
 }
 
 resource "google_project_iam_member" "ingest_firestore" {
@@ -200,6 +273,7 @@ resource "google_service_account" "publisher" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-pub-${each.key}"
   display_name = "fleetcast publisher of cluster ${each.key}"
+  depends_on   = [time_sleep.services]
 }
 
 # Each publisher may publish to the fleet events topic, nothing else.
@@ -212,7 +286,8 @@ resource "google_pubsub_topic_iam_member" "publisher" {
 }
 
 # Workload Identity: the cluster's Kubernetes service account acts as its
-# publisher's Google service account.
+# publisher's Google service account. The pool <gke_project>.svc.id.goog
+# exists once that project has a GKE cluster with Workload Identity.
 resource "google_service_account_iam_member" "publisher_workload_identity" {
   for_each           = var.clusters
   service_account_id = google_service_account.publisher[each.key].name
@@ -228,7 +303,7 @@ resource "google_storage_bucket" "source" {
   location                    = var.region
   uniform_bucket_level_access = true
   public_access_prevention    = "enforced"
-  depends_on                  = [google_project_service.this]
+  depends_on                  = [time_sleep.services]
 }
 
 # Named by content: a changed source is a new object, which redeploys; an
@@ -244,8 +319,9 @@ resource "google_cloudfunctions2_function" "ingest" {
   location = var.region
   name     = "${var.name_prefix}-ingest"
   build_config {
-    runtime     = var.go_runtime
-    entry_point = "IngestFleetEvents"
+    runtime         = var.go_runtime
+    entry_point     = "IngestFleetEvents"
+    service_account = google_service_account.build.id
     source {
       storage_source {
         bucket = google_storage_bucket.source.name
@@ -253,20 +329,24 @@ resource "google_cloudfunctions2_function" "ingest" {
       }
     }
   }
+  # One vCPU: Cloud Run allows concurrency above 1 only with at least one
+  # vCPU, and an upsert mostly waits on Firestore, so one instance serves
+  # many at once (terraform/README.md, "Sizing the ingest function").
   service_config {
     service_account_email            = google_service_account.ingest.email
     ingress_settings                 = "ALLOW_ALL"
     all_traffic_on_latest_revision   = true
-    available_memory                 = "256M"
+    available_cpu                    = "1"
+    available_memory                 = "512Mi"
     timeout_seconds                  = 60
     max_instance_count               = var.ingest_max_instances
-    max_instance_request_concurrency = 1
+    max_instance_request_concurrency = var.ingest_concurrency
     environment_variables = merge(local.firestore_env, {
       TOMBSTONE_RETENTION = var.tombstone_retention
       EVENT_TIMEOUT       = "50s"
     })
   }
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.services, time_sleep.build_roles]
 }
 
 resource "google_cloudfunctions2_function" "query" {
@@ -274,8 +354,9 @@ resource "google_cloudfunctions2_function" "query" {
   location = var.region
   name     = "${var.name_prefix}-query"
   build_config {
-    runtime     = var.go_runtime
-    entry_point = "QueryFleets"
+    runtime         = var.go_runtime
+    entry_point     = "QueryFleets"
+    service_account = google_service_account.build.id
     source {
       storage_source {
         bucket = google_storage_bucket.source.name
@@ -283,11 +364,13 @@ resource "google_cloudfunctions2_function" "query" {
       }
     }
   }
+  # Requests wait on Firestore: many per instance, which needs one vCPU.
   service_config {
     service_account_email            = google_service_account.query.email
     ingress_settings                 = "ALLOW_ALL"
     all_traffic_on_latest_revision   = true
-    available_memory                 = "256M"
+    available_cpu                    = "1"
+    available_memory                 = "512Mi"
     timeout_seconds                  = 30
     min_instance_count               = var.query_min_instances
     max_instance_count               = var.query_max_instances
@@ -296,7 +379,7 @@ resource "google_cloudfunctions2_function" "query" {
       STALE_AFTER = var.stale_after
     })
   }
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.services, time_sleep.build_roles]
 }
 
 # Only the push subscription's account may invoke the ingest function.

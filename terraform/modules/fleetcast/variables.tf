@@ -92,8 +92,14 @@ variable "clusters" {
     error_message = "Every cluster name must be a DNS-1123 label: lowercase letters, digits and hyphens, at most 63 characters, starting and ending with a letter or digit."
   }
   validation {
-    condition     = alltrue([for name in keys(var.clusters) : length(name) <= 20])
-    error_message = "Cluster names are at most 20 characters here: each gets a service account ID of <name_prefix>-pub-<cluster>."
+    # Each cluster gets the service account <name_prefix>-pub-<cluster>,
+    # whose ID Google limits to 30 characters.
+    condition     = alltrue([for name in keys(var.clusters) : length("${var.name_prefix}-pub-${name}") <= 30])
+    error_message = "Cluster names must fit the publisher's service account ID <name_prefix>-pub-<cluster> in 30 characters: at most ${30 - length("${var.name_prefix}-pub-")} characters with name_prefix \"${var.name_prefix}\"."
+  }
+  validation {
+    condition     = alltrue([for c in values(var.clusters) : can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", c.gke_project))])
+    error_message = "Every cluster's gke_project must be the ID of the Google Cloud project holding its GKE cluster (Workload Identity pool <gke_project>.svc.id.goog)."
   }
 }
 
@@ -109,11 +115,21 @@ variable "query_invokers" {
 
 variable "ingest_max_instances" {
   type        = number
-  description = "Most instances of the ingest function."
+  description = "Most instances of the ingest function (each has one vCPU)."
   default     = 20
   validation {
     condition     = var.ingest_max_instances >= 1 && var.ingest_max_instances <= 1000
     error_message = "ingest_max_instances must be from 1 to 1000."
+  }
+}
+
+variable "ingest_concurrency" {
+  type        = number
+  description = "Push requests one ingest instance serves at once; each mostly waits on Firestore."
+  default     = 8
+  validation {
+    condition     = var.ingest_concurrency >= 1 && var.ingest_concurrency <= 1000
+    error_message = "ingest_concurrency must be from 1 to 1000 (Cloud Run's limit)."
   }
 }
 
@@ -139,21 +155,49 @@ variable "query_max_instances" {
 
 variable "max_delivery_attempts" {
   type        = number
-  description = "Deliveries of a fleet event before it goes to the dead-letter topic."
-  default     = 10
+  description = "Deliveries of a fleet event before it goes to the dead-letter topic; a 429 from a busy function counts as one."
+  default     = 20
   validation {
     condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
     error_message = "max_delivery_attempts must be from 5 to 100 (Pub/Sub's limits)."
+  }
+  validation {
+    # Every attempt, even at the longest backoff (600 s), must come before
+    # the subscription drops the message (half the tombstone retention).
+    condition     = var.max_delivery_attempts * 600 <= tonumber(trimsuffix(var.tombstone_retention, "h")) * 3600 / 2
+    error_message = "max_delivery_attempts × 600 s (the longest retry backoff) must fit in the subscription's retention, half of tombstone_retention: at most ${floor(tonumber(trimsuffix(var.tombstone_retention, "h")) * 3600 / 2 / 600)} attempts with tombstone_retention = ${var.tombstone_retention}."
+  }
+}
+
+variable "retry_minimum_backoff" {
+  type        = string
+  description = "Least wait before Pub/Sub retries a failed push (the backoff grows to 600 s); with max_delivery_attempts it sets how long a burst may be refused before anything is dead-lettered."
+  default     = "10s"
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.retry_minimum_backoff)) && tonumber(trimsuffix(var.retry_minimum_backoff, "s")) >= 1 && tonumber(trimsuffix(var.retry_minimum_backoff, "s")) <= 600
+    error_message = "retry_minimum_backoff must be whole seconds from 1s to 600s, such as 10s."
+  }
+}
+
+variable "propagation_wait" {
+  type        = string
+  description = "How long to wait after enabling the APIs and after granting the build account its roles, before using them (a fresh project needs it)."
+  default     = "120s"
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.propagation_wait))
+    error_message = "propagation_wait must be whole seconds such as 120s (0s in tests only)."
   }
 }
 
 variable "tombstone_retention" {
   type        = string
-  description = "How long a deleted fleet's tombstone is kept (Go duration); longer than an event can wait in Pub/Sub."
+  description = "How long a deleted fleet's tombstone is kept (Go duration). Messages are kept half of it in the ingest subscription and half in the dead-letter subscription, so no event can outlive a tombstone."
   default     = "24h"
   validation {
-    condition     = can(regex("^[0-9]+h$", var.tombstone_retention))
-    error_message = "tombstone_retention must be a whole number of hours such as 24h."
+    # Pub/Sub keeps a subscription's messages 10 minutes to 7 days: half of
+    # it must be in that range.
+    condition     = can(regex("^[0-9]+h$", var.tombstone_retention)) && tonumber(trimsuffix(var.tombstone_retention, "h")) >= 2 && tonumber(trimsuffix(var.tombstone_retention, "h")) <= 336
+    error_message = "tombstone_retention must be whole hours from 2h to 336h, such as 24h: half of it is the subscriptions' message retention, which Pub/Sub allows up to 7 days."
   }
 }
 

@@ -14,13 +14,32 @@ mock_provider "google" {
   }
 }
 
+# time_sleep waits for nothing here.
+mock_provider "time" {}
+
 variables {
   project_id          = "studio-fleets-dev"
   function_source_zip = "main.tf" # any existing file stands in for the zip
 }
 
-run "dev_is_small_and_has_one_cluster" {
+run "dev_applies_without_any_cluster" {
   command = apply
+  assert {
+    condition     = length(module.fleetcast.publisher_service_accounts) == 0 && length(module.fleetcast.publisher_flags) == 0
+    error_message = "no cluster, no publisher account and no Workload Identity binding"
+  }
+}
+
+run "dev_publishes_the_clusters_it_is_given" {
+  command = apply
+  variables {
+    clusters = {
+      "pc-dev" = {
+        gke_project = "studio-games-dev"
+        labels      = { platform = "pc", env = "dev" }
+      }
+    }
+  }
   assert {
     condition     = module.fleetcast.publisher_flags["pc-dev"] == "--cluster=pc-dev --project=studio-fleets-dev --topic=fleetcast-fleet-events --lease-namespace=fleetcast --cluster-labels=env=dev,platform=pc"
     error_message = "dev publishes one cluster: ${module.fleetcast.publisher_flags["pc-dev"]}"

@@ -14,6 +14,9 @@ mock_provider "google" {
   }
 }
 
+# time_sleep waits for nothing here.
+mock_provider "time" {}
+
 variables {
   project_id          = "studio-fleets"
   function_source_zip = "main.tf" # any existing file stands in for the zip

@@ -8,6 +8,9 @@ mock_provider "google" {
   }
 }
 
+# time_sleep waits for nothing here.
+mock_provider "time" {}
+
 # What Google would compute, so that IAM members are real ones the
 # provider's validation accepts and the assertions can name.
 override_resource {
@@ -34,6 +37,16 @@ override_resource {
     email  = "fleetcast-push@studio-fleets.iam.gserviceaccount.com"
     member = "serviceAccount:fleetcast-push@studio-fleets.iam.gserviceaccount.com"
     name   = "projects/studio-fleets/serviceAccounts/fleetcast-push@studio-fleets.iam.gserviceaccount.com"
+  }
+}
+
+override_resource {
+  target = google_service_account.build
+  values = {
+    email  = "fleetcast-build@studio-fleets.iam.gserviceaccount.com"
+    member = "serviceAccount:fleetcast-build@studio-fleets.iam.gserviceaccount.com"
+    name   = "projects/studio-fleets/serviceAccounts/fleetcast-build@studio-fleets.iam.gserviceaccount.com"
+    id     = "projects/studio-fleets/serviceAccounts/fleetcast-build@studio-fleets.iam.gserviceaccount.com"
   }
 }
 
@@ -86,12 +99,12 @@ run "undeliverable_events_go_to_the_dead_letter_topic" {
     error_message = "the ingest subscription must dead-letter to the dead-letter topic"
   }
   assert {
-    condition     = google_pubsub_subscription.ingest.dead_letter_policy[0].max_delivery_attempts == 10
-    error_message = "ten deliveries before dead-lettering by default"
+    condition     = google_pubsub_subscription.ingest.dead_letter_policy[0].max_delivery_attempts == 20
+    error_message = "twenty deliveries before dead-lettering by default"
   }
   assert {
-    condition     = google_pubsub_subscription.ingest.retry_policy[0].minimum_backoff == "1s" && google_pubsub_subscription.ingest.enable_message_ordering
-    error_message = "retries back off and keep each fleet's order"
+    condition     = google_pubsub_subscription.ingest.retry_policy[0].minimum_backoff == "10s" && google_pubsub_subscription.ingest.retry_policy[0].maximum_backoff == "600s" && google_pubsub_subscription.ingest.enable_message_ordering
+    error_message = "retries back off from 10 s to 600 s and keep each fleet's order"
   }
   assert {
     condition     = google_pubsub_subscription.dead_letter.topic == google_pubsub_topic.dead_letter.id
@@ -157,6 +170,124 @@ run "functions_run_the_code_entry_points" {
     condition     = startswith(google_storage_bucket_object.source.name, "functions-") && google_cloudfunctions2_function.ingest.build_config[0].source[0].storage_source[0].object == google_storage_bucket_object.source.name
     error_message = "the functions deploy the uploaded source, named by its content"
   }
+}
+
+run "the_push_endpoint_names_the_topic" {
+  command = apply
+  assert {
+    # The Functions Framework takes the CloudEvent's source from
+    # /projects/P/topics/T in the request path.
+    condition     = google_pubsub_subscription.ingest.push_config[0].push_endpoint == "${google_cloudfunctions2_function.ingest.service_config[0].uri}/projects/studio-fleets/topics/fleetcast-fleet-events"
+    error_message = "push to <function URL>/projects/<project>/topics/<topic>: ${google_pubsub_subscription.ingest.push_config[0].push_endpoint}"
+  }
+  assert {
+    condition     = google_pubsub_subscription.ingest.push_config[0].oidc_token[0].audience == google_cloudfunctions2_function.ingest.service_config[0].uri
+    error_message = "the push token's audience is the function's URL"
+  }
+}
+
+run "no_message_outlives_a_tombstone" {
+  command = apply
+  variables {
+    tombstone_retention = "72h"
+  }
+  assert {
+    condition     = google_pubsub_subscription.ingest.message_retention_duration == "129600s" && google_pubsub_subscription.dead_letter.message_retention_duration == "129600s" && google_pubsub_topic.events.message_retention_duration == "129600s"
+    error_message = "the subscription, the dead letters and the topic each keep half of the 72 h tombstone retention"
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.ingest.service_config[0].environment_variables["TOMBSTONE_RETENTION"] == "72h"
+    error_message = "the function keeps tombstones as long as the module says"
+  }
+}
+
+run "tombstone_retention_within_what_pubsub_can_keep" {
+  command = plan
+  variables {
+    tombstone_retention = "720h"
+  }
+  expect_failures = [var.tombstone_retention]
+}
+
+run "every_attempt_before_the_subscription_drops_the_message" {
+  command = plan
+  variables {
+    tombstone_retention   = "12h"
+    max_delivery_attempts = 40
+  }
+  expect_failures = [var.max_delivery_attempts]
+}
+
+run "builds_run_as_their_own_account" {
+  command = apply
+  assert {
+    condition     = google_cloudfunctions2_function.ingest.build_config[0].service_account == "projects/studio-fleets/serviceAccounts/fleetcast-build@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query.build_config[0].service_account == google_cloudfunctions2_function.ingest.build_config[0].service_account
+    error_message = "both functions build as the build service account"
+  }
+  assert {
+    condition     = toset([for m in google_project_iam_member.build : m.role]) == toset(["roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectAdmin"]) && alltrue([for m in google_project_iam_member.build : m.member == "serviceAccount:fleetcast-build@studio-fleets.iam.gserviceaccount.com"])
+    error_message = "the build account holds the roles a function build needs"
+  }
+}
+
+run "the_apis_a_fresh_project_lacks_are_enabled" {
+  command = apply
+  assert {
+    condition     = length(setsubtract(["cloudresourcemanager.googleapis.com", "iamcredentials.googleapis.com", "cloudbuild.googleapis.com", "run.googleapis.com", "pubsub.googleapis.com", "firestore.googleapis.com"], keys(google_project_service.this))) == 0
+    error_message = "every API the module uses is enabled: ${join(", ", keys(google_project_service.this))}"
+  }
+}
+
+run "functions_run_on_a_valid_cloud_run_size" {
+  command = apply
+  assert {
+    # Cloud Run: concurrency above 1 needs at least one vCPU, and one vCPU
+    # takes 512 MiB to 4 GiB (terraform/crosscheck_test.go checks the rule
+    # on the planned environments too).
+    condition     = alltrue([for f in [google_cloudfunctions2_function.ingest, google_cloudfunctions2_function.query] : f.service_config[0].available_cpu == "1" && contains(["512Mi", "1Gi", "2Gi", "4Gi"], f.service_config[0].available_memory)])
+    error_message = "both functions run on one vCPU with 512 MiB to 4 GiB"
+  }
+}
+
+run "the_longest_cluster_name_fits_its_service_account" {
+  command = apply
+  variables {
+    # fleetcast-pub- is 14 characters: 16 remain of the 30.
+    clusters = { "abcdefghij-12345" = { gke_project = "studio-game-eu" } }
+  }
+  assert {
+    condition     = alltrue([for id in concat([for sa in google_service_account.publisher : sa.account_id], [google_service_account.ingest.account_id, google_service_account.query.account_id, google_service_account.push.account_id, google_service_account.build.account_id]) : can(regex("^[a-z][-a-z0-9]{4,28}[a-z0-9]$", id))])
+    error_message = "every service account ID is a valid one: 6 to 30 characters"
+  }
+}
+
+run "a_cluster_name_too_long_for_its_service_account" {
+  command = plan
+  variables {
+    clusters = { "abcdefghij-123456" = { gke_project = "studio-game-eu" } }
+  }
+  expect_failures = [var.clusters]
+}
+
+run "the_longest_prefix_leaves_room_for_a_short_cluster_name" {
+  command = plan
+  variables {
+    name_prefix = "fleetcast-abcde"
+    clusters    = { "pc-eu-west" = { gke_project = "studio-game-eu" } }
+  }
+  assert {
+    condition     = length(google_service_account.publisher["pc-eu-west"].account_id) == 30 && length(google_service_account.build.account_id) <= 30
+    error_message = "a 15-character prefix and a 10-character cluster name make a 30-character ID"
+  }
+}
+
+run "a_longer_cluster_name_with_the_longest_prefix_is_refused" {
+  command = plan
+  variables {
+    name_prefix = "fleetcast-abcde"
+    clusters    = { "pc-eu-west1" = { gke_project = "studio-game-eu" } }
+  }
+  expect_failures = [var.clusters]
 }
 
 run "outputs_give_each_cluster_its_publisher_flags" {

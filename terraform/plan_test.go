@@ -1,0 +1,315 @@
+package terraform_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The sizing rule for a publisher's start-up republish (terraform/README.md,
+// "Sizing the ingest function"): every fleet of a cluster is sent at once,
+// and a push Cloud Run refuses with 429 still counts as a delivery attempt.
+const (
+	// republishFleets is the burst to absorb: one cluster of 10 000 fleets.
+	republishFleets = 10_000
+	// upsertsPerRequestSecond is what one in-flight push request applies
+	// per second against Firestore in the cloud: a conditional upsert is a
+	// few RPCs of a few milliseconds each in the region; 50 ms per event
+	// is taken as the worst case (the emulator does one in ~1.7 ms).
+	upsertsPerRequestSecond = 20
+	// burstMargin covers Pub/Sub's push slow start and Firestore's ramp-up
+	// of a new collection (500 writes/s, +50 % every 5 minutes).
+	burstMargin = 3
+	// coldStart covers the instances starting.
+	coldStart = 60 * time.Second
+	// maxBackoff is the retry policy's longest wait.
+	maxBackoff = 600 * time.Second
+)
+
+// plannedResource is one resource of `terraform show -json`'s
+// planned_values.
+type plannedResource struct {
+	Address string         `json:"address"`
+	Type    string         `json:"type"`
+	Name    string         `json:"name"`
+	Values  map[string]any `json:"values"`
+}
+
+type plannedModule struct {
+	Resources    []plannedResource `json:"resources"`
+	ChildModules []plannedModule   `json:"child_modules"`
+}
+
+// planEnvironment plans environments/env as a first apply on a fresh
+// project with no GKE cluster (scripts/terraform.sh plan) and returns its
+// planned resources by address.
+func planEnvironment(tb testing.TB, env string) map[string]plannedResource {
+	tb.Helper()
+	if os.Getenv("FLEETCAST_TF_PROVIDER_DIR") == "" {
+		if os.Getenv("REQUIRE_TERRAFORM") == "1" {
+			tb.Fatal("FLEETCAST_TF_PROVIDER_DIR is not set but REQUIRE_TERRAFORM=1: make test builds the provider")
+		}
+		tb.Skip("needs the Google provider built for offline Terraform; run make test")
+	}
+	out := tb.TempDir()
+	cmd := exec.Command(mustAbs(tb, "../scripts/terraform.sh"), "plan", env, out)
+	b, err := cmd.CombinedOutput()
+	require.NoError(tb, err, "plan of environments/%s with no cluster:\n%s", env, b)
+	raw := mustRead(tb, filepath.Join(out, "plan.json"))
+	var plan struct {
+		PlannedValues struct {
+			RootModule plannedModule `json:"root_module"`
+		} `json:"planned_values"`
+	}
+	require.NoError(tb, json.Unmarshal(raw, &plan))
+	all := map[string]plannedResource{}
+	var collect func(m plannedModule)
+	collect = func(m plannedModule) {
+		for _, r := range m.Resources {
+			all[r.Address] = r
+		}
+		for _, c := range m.ChildModules {
+			collect(c)
+		}
+	}
+	collect(plan.PlannedValues.RootModule)
+	require.NotEmpty(tb, all)
+	return all
+}
+
+// TestEnvironmentsPlanOnAFreshProjectAndKeepThePlatformsRules plans dev and
+// prod without any cluster and checks the planned values against Cloud
+// Run's, Pub/Sub's and IAM's rules.
+func TestEnvironmentsPlanOnAFreshProjectAndKeepThePlatformsRules(t *testing.T) {
+	for _, env := range []string{"dev", "prod"} {
+		t.Run(env, func(t *testing.T) {
+			res := planEnvironment(t, env)
+			byType := func(typ string) []plannedResource {
+				var out []plannedResource
+				for _, r := range res {
+					if r.Type == typ {
+						out = append(out, r)
+					}
+				}
+				return out
+			}
+
+			// No cluster: no publisher account and no Workload Identity
+			// binding into a pool that does not exist.
+			assert.Zero(t, countWI(byType("google_service_account_iam_member")), "no Workload Identity binding without clusters")
+
+			// Every service account ID is one Google accepts.
+			for _, sa := range byType("google_service_account") {
+				id := sa.Values["account_id"].(string)
+				assert.Regexp(t, serviceAccountID, id, "%s", sa.Address)
+				assert.NotContains(t, id, "-pub-", "no publisher account without clusters")
+			}
+
+			// Cloud Run accepts each function's size.
+			functions := byType("google_cloudfunctions2_function")
+			require.Len(t, functions, 2)
+			for _, fn := range functions {
+				sc := first(t, fn.Values["service_config"])
+				cpu, _ := sc["available_cpu"].(string)
+				concurrency := int(sc["max_instance_request_concurrency"].(float64))
+				assert.NoError(t, cloudRunSize(cpu, sc["available_memory"].(string), concurrency), "%s", fn.Address)
+			}
+
+			// No message outlives a tombstone, and every delivery attempt
+			// comes before the subscription drops the message.
+			ingestFn := res["module.fleetcast.google_cloudfunctions2_function.ingest"]
+			tombstones := mustDuration(t, first(t, ingestFn.Values["service_config"])["environment_variables"].(map[string]any)["TOMBSTONE_RETENTION"].(string))
+			sub := res["module.fleetcast.google_pubsub_subscription.ingest"]
+			deadLetters := res["module.fleetcast.google_pubsub_subscription.dead_letter"]
+			topic := res["module.fleetcast.google_pubsub_topic.events"]
+			subRetention := mustDuration(t, sub.Values["message_retention_duration"].(string))
+			dlRetention := mustDuration(t, deadLetters.Values["message_retention_duration"].(string))
+			assert.LessOrEqual(t, subRetention+dlRetention, tombstones, "the subscription's and the dead letters' retention together within the tombstones' %s", tombstones)
+			assert.LessOrEqual(t, mustDuration(t, topic.Values["message_retention_duration"].(string)), tombstones, "a seek on the topic replays nothing older than a tombstone")
+			attempts := int(first(t, sub.Values["dead_letter_policy"])["max_delivery_attempts"].(float64))
+			assert.LessOrEqual(t, time.Duration(attempts)*maxBackoff, subRetention, "all %d attempts before the subscription drops the message", attempts)
+
+			// A start-up republish is never dead-lettered.
+			retry := first(t, sub.Values["retry_policy"])
+			sc := first(t, ingestFn.Values["service_config"])
+			assert.NoError(t, absorbsRepublish(
+				int(sc["max_instance_count"].(float64)),
+				int(sc["max_instance_request_concurrency"].(float64)),
+				attempts,
+				mustDuration(t, retry["minimum_backoff"].(string)),
+				mustDuration(t, retry["maximum_backoff"].(string)),
+			))
+		})
+	}
+}
+
+// countWI counts the Workload Identity bindings among IAM members.
+func countWI(members []plannedResource) int {
+	n := 0
+	for _, m := range members {
+		if m.Values["role"] == "roles/iam.workloadIdentityUser" {
+			n++
+		}
+	}
+	return n
+}
+
+// serviceAccountID is Google's rule for a service account ID.
+var serviceAccountID = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`)
+
+func first(tb testing.TB, v any) map[string]any {
+	tb.Helper()
+	list, ok := v.([]any)
+	require.True(tb, ok && len(list) == 1, "one block: %v", v)
+	return list[0].(map[string]any)
+}
+
+func mustDuration(tb testing.TB, s string) time.Duration {
+	tb.Helper()
+	d, err := time.ParseDuration(s)
+	require.NoError(tb, err)
+	return d
+}
+
+// absorbsRepublish is the sizing rule: the ingest function drains
+// republishFleets at maxInstances × concurrency × upsertsPerRequestSecond,
+// and a message refused at every attempt still lives (attempts − 1) ×
+// the minimum backoff — Pub/Sub waits at least that between attempts —
+// which must cover burstMargin drains plus the cold start.
+func absorbsRepublish(maxInstances, concurrency, attempts int, minBackoff, maxBackoffSet time.Duration) error {
+	if maxBackoffSet != maxBackoff {
+		return fmt.Errorf("maximum backoff %s: the rule assumes %s", maxBackoffSet, maxBackoff)
+	}
+	drain := time.Duration(float64(republishFleets) / float64(maxInstances*concurrency*upsertsPerRequestSecond) * float64(time.Second))
+	need := burstMargin*drain + coldStart
+	have := time.Duration(attempts-1) * minBackoff
+	if have < need {
+		return fmt.Errorf("a republish of %d fleets drains in %s at %d instances × %d requests × %d/s; a refused message is retried for at least %d × %s = %s, less than %d × %s + %s = %s: it may be dead-lettered",
+			republishFleets, drain.Round(time.Second), maxInstances, concurrency, upsertsPerRequestSecond, attempts-1, minBackoff, have, burstMargin, drain.Round(time.Second), coldStart, need.Round(time.Second))
+	}
+	return nil
+}
+
+func TestTheRepublishRuleRefusesTheSizesThatDeadLettered(t *testing.T) {
+	// dev before: 3 instances × concurrency 1, 10 attempts from 1 s.
+	assert.Error(t, absorbsRepublish(3, 1, 10, time.Second, maxBackoff))
+	// dev now: 3 instances × 8, 20 attempts from 10 s.
+	assert.NoError(t, absorbsRepublish(3, 8, 20, 10*time.Second, maxBackoff))
+	assert.Error(t, absorbsRepublish(1, 1, 20, 10*time.Second, maxBackoff))
+}
+
+// cloudRunSize is Cloud Run's rule for an instance's CPU, memory and
+// request concurrency (Cloud Run's "Configure CPU limits" and "memory
+// limits"; a function without available_cpu gets the CPU of its memory
+// tier, from Cloud Functions' "Configure memory and vCPU limits").
+func cloudRunSize(cpu, memory string, concurrency int) error {
+	mem, err := memoryBytes(memory)
+	if err != nil {
+		return err
+	}
+	const mi, gi = 1 << 20, 1 << 30
+	var vcpu float64
+	if cpu == "" {
+		tiers := []struct {
+			mem float64
+			cpu float64
+		}{{128 * mi, 0.083}, {256 * mi, 0.167}, {512 * mi, 0.333}, {1 * gi, 0.583}, {2 * gi, 1}, {4 * gi, 2}, {8 * gi, 2}, {16 * gi, 4}, {32 * gi, 8}}
+		for _, t := range tiers {
+			if mem <= t.mem {
+				vcpu = t.cpu
+				break
+			}
+		}
+		if vcpu == 0 {
+			return fmt.Errorf("memory %s is above Cloud Run's 32 GiB", memory)
+		}
+	} else if vcpu, err = strconv.ParseFloat(cpu, 64); err != nil {
+		return fmt.Errorf("cpu %q: %w", cpu, err)
+	}
+	if concurrency < 1 || concurrency > 1000 {
+		return fmt.Errorf("concurrency %d: Cloud Run allows 1 to 1000", concurrency)
+	}
+	if vcpu < 1 {
+		switch {
+		case vcpu < 0.08:
+			return fmt.Errorf("cpu %g: at least 0.08", vcpu)
+		case concurrency != 1:
+			return fmt.Errorf("cpu %g with concurrency %d: below 1 vCPU, Cloud Run requires concurrency 1", vcpu, concurrency)
+		case vcpu < 0.5 && mem > 512*mi:
+			return fmt.Errorf("cpu %g with memory %s: above 512 MiB needs at least 0.5 vCPU", vcpu, memory)
+		case mem > 1*gi:
+			return fmt.Errorf("cpu %g with memory %s: above 1 GiB needs at least 1 vCPU", vcpu, memory)
+		}
+		return nil
+	}
+	limits := map[float64][2]float64{1: {512 * mi, 4 * gi}, 2: {512 * mi, 8 * gi}, 4: {2 * gi, 16 * gi}, 6: {4 * gi, 24 * gi}, 8: {4 * gi, 32 * gi}}
+	l, ok := limits[vcpu]
+	if !ok {
+		return fmt.Errorf("cpu %g: above 1, Cloud Run takes 1, 2, 4, 6 or 8", vcpu)
+	}
+	if mem < l[0] || mem > l[1] {
+		return fmt.Errorf("cpu %g with memory %s: Cloud Run takes %s to %s", vcpu, memory, bytesString(l[0]), bytesString(l[1]))
+	}
+	return nil
+}
+
+func bytesString(b float64) string {
+	if b >= 1<<30 {
+		return fmt.Sprintf("%g GiB", b/(1<<30))
+	}
+	return fmt.Sprintf("%g MiB", b/(1<<20))
+}
+
+// memoryBytes parses a Cloud Functions memory size: 256M, 512Mi, 1Gi, 2G.
+func memoryBytes(s string) (float64, error) {
+	m := regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)(k|Ki|M|Mi|G|Gi)$`).FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("memory %q: not a size such as 512Mi", s)
+	}
+	n, _ := strconv.ParseFloat(m[1], 64)
+	unit := map[string]float64{"k": 1e3, "Ki": 1 << 10, "M": 1e6, "Mi": 1 << 20, "G": 1e9, "Gi": 1 << 30}[m[2]]
+	return math.Round(n * unit), nil
+}
+
+func TestCloudRunSizeRule(t *testing.T) {
+	tests := []struct {
+		cpu, memory string
+		concurrency int
+		wantErr     string
+	}{
+		{"", "256M", 40, "requires concurrency 1"}, // the query function before
+		{"", "256M", 1, ""},
+		{"1", "512Mi", 40, ""},
+		{"1", "256Mi", 8, "512 MiB to 4 GiB"},
+		{"1", "8Gi", 8, "512 MiB to 4 GiB"},
+		{"2", "8Gi", 80, ""},
+		{"3", "4Gi", 80, "1, 2, 4, 6 or 8"},
+		{"0.5", "1Gi", 1, ""},
+		{"0.4", "1Gi", 1, "at least 0.5 vCPU"},
+		{"0.9", "2Gi", 1, "at least 1 vCPU"},
+		{"", "2Gi", 80, ""},
+		{"1", "512Mi", 1001, "1 to 1000"},
+		{"1", "512MB", 1, "not a size"},
+	}
+	for _, tt := range tests {
+		err := cloudRunSize(tt.cpu, tt.memory, tt.concurrency)
+		name := fmt.Sprintf("cpu %q memory %s concurrency %d", tt.cpu, tt.memory, tt.concurrency)
+		if tt.wantErr == "" {
+			assert.NoError(t, err, name)
+		} else {
+			assert.ErrorContains(t, err, tt.wantErr, name)
+		}
+	}
+	assert.True(t, strings.HasPrefix(bytesString(1<<30), "1 GiB"))
+}
