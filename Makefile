@@ -48,7 +48,7 @@ test: vet terraform ## Run every test with -race: builds the control plane if mi
 	$(EMULATORS) run -- $(GO) test -race -count=1 ./...
 
 .PHONY: terraform
-terraform: ## Offline Terraform checks: fmt, validate and test (module, dev, prod), plan dev; builds the provider if missing.
+terraform: ## Offline Terraform checks: fmt, validate and test (module, dev, prod), plan dev and prod; builds the providers if missing.
 	$(TERRAFORM) check
 
 .PHONY: source
