@@ -2,6 +2,7 @@ package emulatortests
 
 import (
 	"bytes"
+	"cloud.google.com/go/firestore"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
@@ -34,6 +35,7 @@ import (
 type api struct {
 	tb      testing.TB
 	project string
+	fs      *firestore.Client
 	store   *firestoredb.Store
 	srv     *httptest.Server
 	seq     int64
@@ -72,11 +74,12 @@ func apiValidator(tb testing.TB) validator.Validator {
 func newAPI(tb testing.TB) *api {
 	tb.Helper()
 	project := emulator.ProjectID(tb)
-	store := firestoredb.New(emulator.Firestore(tb, project), time.Hour, time.Now)
+	fs := emulator.Firestore(tb, project)
+	store := firestoredb.New(fs, time.Hour, time.Now)
 	h := query.NewHandler(store, logging.New(io.Discard, logging.LevelWarning), time.Now, query.DefaultStaleAfter)
 	srv := httptest.NewServer(h)
 	tb.Cleanup(srv.Close)
-	return &api{tb: tb, project: project, store: store, srv: srv, seq: 1, live: map[fleet.Key]int64{}}
+	return &api{tb: tb, project: project, fs: fs, store: store, srv: srv, seq: 1, live: map[fleet.Key]int64{}}
 }
 
 type response struct {
@@ -172,9 +175,16 @@ func (a *api) remove(cluster, ns, name string) {
 	require.NoError(a.tb, err)
 }
 
-// heartbeat records a snapshot of cluster taken age ago, listing its live
-// fleets as a publisher would.
+// heartbeat records a snapshot of cluster taken and ingested age ago,
+// listing its live fleets as a publisher would.
 func (a *api) heartbeat(cluster string, age time.Duration) {
+	a.tb.Helper()
+	a.heartbeatSkewed(cluster, age, 0)
+}
+
+// heartbeatSkewed records a snapshot of cluster ingested age ago by a
+// publisher whose clock is skew ahead of the ingest function's.
+func (a *api) heartbeatSkewed(cluster string, age, skew time.Duration) {
 	a.tb.Helper()
 	a.seq++
 	var entries []fleet.SnapshotEntry
@@ -190,9 +200,11 @@ func (a *api) heartbeat(cluster string, age time.Duration) {
 		Lists:    map[string]fleet.Aggregate{"slots": {Capacity: 20 * part.FleetCount}},
 	}
 	part.ClusterLabels = map[string]string{"platform": cluster}
-	_, err := a.store.Apply(a.tb.Context(), fleet.Event{
+	ingestedAt := time.Now().Add(-age)
+	store := firestoredb.New(a.fs, time.Hour, func() time.Time { return ingestedAt })
+	_, err := store.Apply(a.tb.Context(), fleet.Event{
 		SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindSnapshot, Cluster: cluster,
-		Version: fleet.Version{Term: 1, Seq: a.seq}, ObservedAt: fleet.MicrosOf(time.Now().Add(-age)),
+		Version: fleet.Version{Term: 1, Seq: a.seq}, ObservedAt: fleet.MicrosOf(ingestedAt.Add(skew)),
 		Publisher: fleet.Publisher{ID: "p", Version: "test"}, Snapshot: part,
 	})
 	require.NoError(a.tb, err)
@@ -475,4 +487,33 @@ func TestOpenAPIValidationCanFail(t *testing.T) {
 	ok, errs := v.ValidateHttpResponse(req, resp)
 	assert.False(t, ok)
 	assert.NotEmpty(t, errs)
+}
+
+// TestStalenessIsJudgedOnTheIngestClock: a publisher whose clock is 2
+// minutes slow does not make its live cluster stale, and one 2 minutes fast
+// does not keep a cluster that stopped sending heartbeats fresh.
+func TestStalenessIsJudgedOnTheIngestClock(t *testing.T) {
+	a := newAPI(t)
+	// Ingested now, stamped 2 minutes in the past.
+	a.heartbeatSkewed("slow", 0, -2*time.Minute)
+	// Ingested 100 s ago (stale after 90 s), stamped 20 s in the future.
+	a.heartbeatSkewed("fast", 100*time.Second, 2*time.Minute)
+	clusters := decode[struct {
+		Items []struct {
+			Cluster     string
+			Stale       bool
+			HeartbeatAt time.Time
+		}
+	}](t, a.get("/v1/clusters"))
+	require.Len(t, clusters.Items, 2)
+	for _, c := range clusters.Items {
+		switch c.Cluster {
+		case "slow":
+			assert.False(t, c.Stale, "a live cluster with a slow clock is not stale")
+			assert.Less(t, c.HeartbeatAt, time.Now().Add(-time.Minute), "heartbeatAt stays the publisher's time, for information")
+		case "fast":
+			assert.True(t, c.Stale, "a quiet cluster with a fast clock is stale")
+			assert.Greater(t, c.HeartbeatAt, time.Now(), "its heartbeatAt lies in the future")
+		}
+	}
 }

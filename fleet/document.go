@@ -82,7 +82,9 @@ type ClusterDocument struct {
 	// SnapshotVersion is the version of the newest snapshot applied.
 	SnapshotVersion Version `json:"snapshotVersion" firestore:"snapshotVersion"`
 	SnapshotParts   int64   `json:"snapshotParts" firestore:"snapshotParts"`
-	// HeartbeatAt is when the publisher took that snapshot (its clock).
+	// HeartbeatAt is when the publisher took that snapshot (its clock, for
+	// information); IngestedAt when the ingest function wrote it (its
+	// clock), which staleness is judged by.
 	HeartbeatAt time.Time `json:"heartbeatAt" firestore:"heartbeatAt"`
 	IngestedAt  time.Time `json:"ingestedAt" firestore:"ingestedAt"`
 	FleetCount  int64     `json:"fleetCount" firestore:"fleetCount"`

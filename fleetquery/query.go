@@ -337,8 +337,11 @@ func (q Query) Page(docs []*fleet.Document) ([]*fleet.Document, string) {
 	return page, Cursor{Query: q.fingerprint(), Key: q.sortKey(last), ID: last.Key().DocID()}.encode()
 }
 
-// IsStale reports whether a cluster's last heartbeat is older than
-// staleAfter at now (or it never sent one).
+// IsStale reports whether a cluster's last heartbeat was ingested more than
+// staleAfter before now (or it never sent one). It is judged on the ingest
+// function's clock (ingestedAt), never on the publisher's (heartbeatAt): a
+// publisher whose clock is slow would make its live cluster stale at every
+// snapshot, and a fast one would keep a dead cluster fresh.
 func IsStale(c *fleet.ClusterDocument, now time.Time, staleAfter time.Duration) bool {
-	return c == nil || now.Sub(c.HeartbeatAt) > staleAfter
+	return c == nil || now.Sub(c.IngestedAt) > staleAfter
 }

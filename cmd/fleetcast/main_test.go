@@ -51,12 +51,22 @@ func world(tb testing.TB) (project string, store *firestoredb.Store) {
 		}})
 	}
 	// Heartbeats first, so that they tombstone nothing written after them.
+	// A heartbeat taken at a time is ingested 250 ms later: staleness is
+	// judged by the ingest time.
+	fs := emulator.Firestore(tb, project)
 	beat := func(cluster string, at time.Time, fleets, ready int64) {
 		part := fleet.SplitSnapshot(nil, fleet.DefaultSnapshotPartBytes)[0]
 		part.ClusterLabels = map[string]string{"region": "europe-west1"}
 		part.FleetCount = fleets
 		part.Totals = fleet.Status{Replicas: 10 * fleets, ReadyReplicas: ready, AllocatedReplicas: 10*fleets - ready}
-		apply(fleet.Event{Kind: fleet.KindSnapshot, Cluster: cluster, ObservedAt: fleet.MicrosOf(at), Snapshot: part})
+		seq++
+		beats := firestoredb.New(fs, time.Hour, func() time.Time { return at.Add(250 * time.Millisecond) })
+		_, err := beats.Apply(tb.Context(), fleet.Event{
+			SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindSnapshot, Cluster: cluster,
+			Version: fleet.Version{Term: 1, Seq: seq}, ObservedAt: fleet.MicrosOf(at),
+			Publisher: fleet.Publisher{ID: "pub-" + cluster, Version: "test"}, Snapshot: part,
+		})
+		require.NoError(tb, err)
 	}
 	beat("pc", base, 2, 10)
 	beat("old", base.Add(-time.Hour), 1, 9)
