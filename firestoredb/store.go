@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,19 +52,53 @@ type Result struct {
 	ClusterUpdated bool
 	// LagMillis is ingestion time minus the event's observedAt.
 	LagMillis int64
+	// Unreadable lists (up to maxUnreadable) the fleet documents of a
+	// snapshot part's range that could not be decoded: left as they are,
+	// and not holding up the rest of the part or the heartbeat.
+	Unreadable []string
+	// ClusterRepaired reports that the cluster document could not be
+	// decoded and was rewritten from the snapshot.
+	ClusterRepaired bool
 }
 
-// Apply applies one validated event. Errors are transient (Firestore
+// maxUnreadable bounds the unreadable documents a Result names.
+const maxUnreadable = 10
+
+// Apply applies one validated event. An error wrapping fleet.ErrPermanent
+// cannot be fixed by retrying (Firestore refused the request, or a stored
+// document cannot be decoded); any other is transient (Firestore
 // unavailable, transaction contention beyond its retries, cancellation):
 // the caller should have the message redelivered.
 func (s *Store) Apply(ctx context.Context, ev fleet.Event) (Result, error) {
+	var res Result
+	var err error
 	switch ev.Kind {
 	case fleet.KindUpsert, fleet.KindDelete:
-		return s.applyFleetEvent(ctx, ev)
+		res, err = s.applyFleetEvent(ctx, ev)
 	case fleet.KindSnapshot:
-		return s.applySnapshot(ctx, ev)
+		res, err = s.applySnapshot(ctx, ev)
+	default:
+		return Result{}, fmt.Errorf("apply: %w: kind %q", fleet.ErrInvalid, ev.Kind)
 	}
-	return Result{}, fmt.Errorf("apply: %w: kind %q", fleet.ErrInvalid, ev.Kind)
+	if err != nil && !errors.Is(err, fleet.ErrPermanent) && refused(err) {
+		err = fmt.Errorf("%w: %w", fleet.ErrPermanent, err)
+	}
+	return res, err
+}
+
+// refused reports whether Firestore refused the request itself, which
+// sending it again cannot change.
+func refused(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.FailedPrecondition:
+		return true
+	}
+	return false
+}
+
+// unreadable wraps a stored document's decoding error.
+func unreadable(path string, err error) error {
+	return fmt.Errorf("%w: decode %s: %w", fleet.ErrPermanent, path, err)
 }
 
 // Client returns the Firestore client the store writes through.
@@ -108,8 +143,8 @@ func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (Result, er
 func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (Result, error) {
 	now := s.now()
 	res := Result{LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
-	n, err := s.reconcile(ctx, ev)
-	res.Tombstoned, res.Writes = n, n
+	n, bad, err := s.reconcile(ctx, ev)
+	res.Tombstoned, res.Writes, res.Unreadable = n, n, bad
 	if err != nil {
 		return res, fmt.Errorf("reconcile snapshot %s at %v part %d/%d: %w", ev.Cluster, ev.Version, ev.Snapshot.Part+1, ev.Snapshot.Parts, err)
 	}
@@ -125,7 +160,11 @@ func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (Result, erro
 		default:
 			stored = new(fleet.ClusterDocument)
 			if err := snap.DataTo(stored); err != nil {
-				return fmt.Errorf("decode %s: %w", ref.Path, err)
+				// The cluster document is derived from the newest
+				// snapshot alone: rewrite it rather than lose the
+				// heartbeat.
+				stored = nil
+				res.ClusterRepaired = true
 			}
 		}
 		next := fleet.ApplySnapshotToCluster(stored, ev, s.now())
@@ -146,8 +185,9 @@ func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (Result, erro
 
 // reconcile tombstones the live fleets in the part's range that the part
 // does not list and that are older than the snapshot. It reads only the
-// fields the decision needs.
-func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, error) {
+// fields the decision needs. Documents that cannot be decoded are skipped
+// and named in the second result.
+func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, error) {
 	lo, hi := fleet.ClusterPrefix(ev.Cluster)
 	if start := ev.Snapshot.Start; !start.IsZero() {
 		lo = start.Key(ev.Cluster).DocID()
@@ -165,6 +205,15 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(reconcileWorkers)
 	var tombstoned atomic.Int64
+	var mu sync.Mutex
+	var bad []string
+	skip := func(id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(bad) < maxUnreadable {
+			bad = append(bad, id)
+		}
+	}
 	for {
 		snap, err := it.Next()
 		if errors.Is(err, iterator.Done) {
@@ -172,12 +221,12 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, error) {
 		}
 		if err != nil {
 			_ = g.Wait()
-			return int(tombstoned.Load()), fmt.Errorf("list fleets of %s in [%s, %s): %w", ev.Cluster, lo, hi, err)
+			return int(tombstoned.Load()), bad, fmt.Errorf("list fleets of %s in [%s, %s): %w", ev.Cluster, lo, hi, err)
 		}
 		var d fleet.Document
 		if err := snap.DataTo(&d); err != nil {
-			_ = g.Wait()
-			return int(tombstoned.Load()), fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
+			skip(snap.Ref.ID)
+			continue
 		}
 		if fleet.ReconcileSnapshot(&d, ev, s.now(), s.retention) == nil {
 			continue
@@ -185,6 +234,10 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, error) {
 		ref := snap.Ref
 		g.Go(func() error {
 			done, err := s.tombstone(gctx, ref, ev)
+			if errors.Is(err, fleet.ErrPermanent) {
+				skip(ref.ID)
+				return nil
+			}
 			if done {
 				tombstoned.Add(1)
 			}
@@ -192,7 +245,7 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, error) {
 		})
 	}
 	err := g.Wait()
-	return int(tombstoned.Load()), err
+	return int(tombstoned.Load()), bad, err
 }
 
 // tombstone re-reads one document in a transaction and tombstones it if the
@@ -229,7 +282,7 @@ func getFleet(tx *firestore.Transaction, ref *firestore.DocumentRef) (*fleet.Doc
 	}
 	var d fleet.Document
 	if err := snap.DataTo(&d); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", ref.Path, err)
+		return nil, unreadable(ref.Path, err)
 	}
 	return &d, nil
 }

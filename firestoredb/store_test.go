@@ -175,6 +175,50 @@ func TestSnapshotPartsReconcileOnlyTheirRange(t *testing.T) {
 	assert.Equal(t, fleet.Version{Term: 2, Seq: 1}, cluster.SnapshotVersion)
 }
 
+// TestAnUnreadableDocumentHoldsUpNothingElse: a fleet document that
+// cannot be decoded makes its own events fail permanently (to be
+// acknowledged, not redelivered for days), while snapshot parts over its
+// range still reconcile the other fleets and record the heartbeat; an
+// unreadable cluster document is rewritten by the next snapshot.
+func TestAnUnreadableDocumentHoldsUpNothingElse(t *testing.T) {
+	s, c := newStore(t)
+	ctx := t.Context()
+	for i, n := range []string{"a", "b"} {
+		_, err := s.Apply(ctx, upsert(n, 1, int64(i+1), 1))
+		require.NoError(t, err)
+	}
+	poison := fleet.Key{Cluster: "pc", Namespace: "default", Name: "poison"}
+	_, err := c.Collection(fleet.FleetsCollection).Doc(poison.DocID()).Set(ctx, map[string]any{
+		"cluster": "pc", "namespace": "default", "name": "poison", "deleted": false, "version": "not a version",
+	})
+	require.NoError(t, err)
+	_, err = s.ClusterRef("pc").Set(ctx, map[string]any{"snapshotVersion": 42})
+	require.NoError(t, err)
+
+	_, err = s.Apply(ctx, upsert("poison", 1, 3, 1))
+	require.ErrorIs(t, err, fleet.ErrPermanent, "an event on the unreadable document cannot succeed by retrying")
+
+	// The snapshot lists only a: b is tombstoned, poison is skipped, and
+	// the heartbeat lands.
+	parts := fleet.SplitSnapshot([]fleet.SnapshotEntry{{Namespace: "default", Name: "a", Version: fleet.Version{Term: 1, Seq: 1}}}, fleet.DefaultSnapshotPartBytes)
+	res, err := s.Apply(ctx, snapshot(2, 1, parts, 0))
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Tombstoned)
+	assert.Equal(t, []string{poison.DocID()}, res.Unreadable)
+	assert.True(t, res.ClusterUpdated)
+	assert.True(t, res.ClusterRepaired)
+	d, _ := get(t, s, "b")
+	assert.True(t, d.Deleted)
+	var cluster fleet.ClusterDocument
+	snap, err := s.ClusterRef("pc").Get(ctx)
+	require.NoError(t, err)
+	require.NoError(t, snap.DataTo(&cluster))
+	assert.Equal(t, fleet.Version{Term: 2, Seq: 1}, cluster.SnapshotVersion, "the heartbeat is recorded")
+	raw, err := c.Collection(fleet.FleetsCollection).Doc(poison.DocID()).Get(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "not a version", raw.Data()["version"], "the unreadable document is left as it is")
+}
+
 // BenchmarkApply measures the ingest core against the Firestore emulator:
 // events per second and documents written per event.
 func BenchmarkApply(b *testing.B) {

@@ -6,3 +6,10 @@ import "errors"
 // malformed event, an invalid key, an oversize label. Callers acknowledge
 // such messages after logging them instead of asking for redelivery.
 var ErrInvalid = errors.New("invalid")
+
+// ErrPermanent marks a failure of the store that retrying the same event
+// cannot fix: a request the database refuses (invalid argument, failed
+// precondition) or a stored document that cannot be read. The document is
+// left as it is; callers acknowledge the message after logging it, so that
+// one bad document does not hold up the cluster's other events.
+var ErrPermanent = errors.New("permanent store error")

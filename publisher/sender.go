@@ -52,6 +52,9 @@ type Sender struct {
 	failing  bool // the last send failed and nothing succeeded since
 	wake     chan struct{}
 	idle     chan struct{} // closed while nothing is queued or in flight
+	// refused holds the keys whose last event Pub/Sub refused, logged once
+	// until one of theirs is published (a delete included).
+	refused map[string]struct{}
 }
 
 type outgoing struct {
@@ -79,7 +82,7 @@ func NewSender(cfg SenderConfig, t Transport, clk clock.WithTicker, metrics *Met
 	return &Sender{
 		cfg: cfg, transport: t, clock: clk, metrics: metrics, log: log,
 		queue: map[string]*outgoing{}, inflight: map[string]bool{},
-		wake: make(chan struct{}, 1), idle: idle,
+		wake: make(chan struct{}, 1), idle: idle, refused: map[string]struct{}{},
 	}
 }
 
@@ -221,12 +224,17 @@ func (s *Sender) send(ctx context.Context, key string, o *outgoing, gen uint64) 
 		s.metrics.Publishes.WithLabelValues(kind, "ok").Inc()
 		s.metrics.PublishLatency.Observe(s.clock.Since(o.stamped).Seconds())
 		s.lastOK, s.failing = s.clock.Now(), false
+		delete(s.refused, key)
 	} else if errors.Is(err, fleet.ErrInvalid) {
-		// Resending cannot help: drop it loudly. (The Agent validates what
-		// it stamps, so this is an event too large to encode.)
+		// Resending cannot help: drop it, count it, and say so once per
+		// fleet until one of its events goes through again, so that a
+		// fleet that keeps changing does not flood the log.
 		s.metrics.Publishes.WithLabelValues(kind, "invalid").Inc()
-		s.log.Error("dropping an event that cannot be published",
-			logging.KeyKind, kind, logging.KeyFleet, key, logging.KeyVersion, o.ev.Version.String(), logging.KeyError, err.Error())
+		if _, said := s.refused[key]; !said {
+			s.refused[key] = struct{}{}
+			s.log.Error("dropping an event that cannot be published; later ones of this key are dropped quietly until one succeeds",
+				logging.KeyKind, kind, logging.KeyFleet, key, logging.KeyVersion, o.ev.Version.String(), logging.KeyError, err.Error())
+		}
 	} else {
 		s.metrics.Publishes.WithLabelValues(kind, "error").Inc()
 		s.failing = true

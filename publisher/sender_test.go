@@ -3,8 +3,10 @@ package publisher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -147,4 +149,81 @@ func TestSenderNeverReplacesANewerQueuedEventWithAnOlderOne(t *testing.T) {
 	for _, ev := range got {
 		assert.NotEqual(t, int64(3), ev.Version.Seq)
 	}
+}
+
+// refusingBus refuses every event of the fleets in refuse as invalid, as
+// Pub/Sub does a message its topic's schema rejects.
+type refusingBus struct {
+	fakeBus
+	refuse map[string]bool
+	tries  map[string]int
+}
+
+func (b *refusingBus) Send(ctx context.Context, ev fleet.Event) error {
+	b.mu.Lock()
+	if b.tries == nil {
+		b.tries = map[string]int{}
+	}
+	b.tries[ev.Name]++
+	refused := b.refuse[ev.Name]
+	b.mu.Unlock()
+	if refused {
+		return fmt.Errorf("publish: %w: rpc error: code = InvalidArgument", fleet.ErrInvalid)
+	}
+	return b.fakeBus.Send(ctx, ev)
+}
+
+func TestSenderDropsRefusedEventsAndSaysSoOncePerFleet(t *testing.T) {
+	bus := &refusingBus{refuse: map[string]bool{"bad": true}}
+	var logs lockedBuffer
+	s := NewSender(SenderConfig{InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}, bus,
+		clock.RealClock{}, testMetrics(t), slog.New(slog.NewJSONHandler(&logs, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	for seq := int64(1); seq <= 3; seq++ {
+		s.Enqueue(upsertEvent("bad", seq, seq))
+		flush(t, s)
+	}
+	s.Enqueue(upsertEvent("good", 4, 1))
+	flush(t, s)
+	bus.mu.Lock()
+	assert.Equal(t, 3, bus.tries["bad"], "each refused event is sent once, never retried")
+	bus.mu.Unlock()
+	assert.Equal(t, 3.0, testutil.ToFloat64(s.metrics.Publishes.WithLabelValues(string(fleet.KindUpsert), "invalid")))
+	assert.Equal(t, 1, strings.Count(logs.String(), "cannot be published"), "said once for the fleet")
+	assert.Len(t, bus.received(), 1, "the other fleet's event goes through")
+
+	// Once the fleet publishes again, a later refusal is said again.
+	bus.mu.Lock()
+	bus.refuse["bad"] = false
+	bus.mu.Unlock()
+	s.Enqueue(upsertEvent("bad", 5, 5))
+	flush(t, s)
+	bus.mu.Lock()
+	bus.refuse["bad"] = true
+	bus.mu.Unlock()
+	s.Enqueue(upsertEvent("bad", 6, 6))
+	flush(t, s)
+	assert.Equal(t, 2, strings.Count(logs.String(), "cannot be published"))
+}
+
+// lockedBuffer is an io.Writer safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -122,8 +122,8 @@ func NewTransport(client *pubsub.Client, topicID string) *Transport {
 }
 
 // Send publishes ev and waits for Pub/Sub's acknowledgement. An event that
-// cannot be encoded is an error wrapping fleet.ErrInvalid: resending it
-// cannot help.
+// cannot be encoded, or that Pub/Sub refuses as invalid, is an error
+// wrapping fleet.ErrInvalid: resending it cannot help.
 func (t *Transport) Send(ctx context.Context, ev fleet.Event) error {
 	msg, err := Message(ev)
 	if err != nil {
@@ -133,6 +133,11 @@ func (t *Transport) Send(ctx context.Context, ev fleet.Event) error {
 		// A failed publish pauses its ordering key until resumed; the
 		// caller retries with the latest state of the fleet.
 		t.pub.ResumePublish(msg.OrderingKey)
+		if status.Code(err) == codes.InvalidArgument {
+			// Pub/Sub refused the message itself (the topic's schema,
+			// its size): sending it again cannot help.
+			return fmt.Errorf("publish %s %v: %w: %w", ev.Kind, ev.Version, fleet.ErrInvalid, err)
+		}
 		return fmt.Errorf("publish %s %v: %w", ev.Kind, ev.Version, err)
 	}
 	return nil

@@ -18,6 +18,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
@@ -87,10 +90,15 @@ func (h *Handler) get(f func(*http.Request) (any, error)) http.HandlerFunc {
 		switch {
 		case errors.As(err, &ae):
 			h.fail(w, r, ae.status, ae.code, ae.param, ae.msg)
-		case err != nil:
-			// The store failed: a transient condition, worth a retry.
-			h.log.ErrorContext(r.Context(), "query failed", "path", r.URL.Path, logging.KeyError, err.Error())
+		case err != nil && unavailable(err):
+			// The store cannot answer now: worth a retry.
+			h.log.WarnContext(r.Context(), "query failed: the store is unavailable", "path", r.URL.Path, logging.KeyError, err.Error())
 			h.fail(w, r, http.StatusServiceUnavailable, "UNAVAILABLE", "", "the fleet store is unavailable; retry")
+		case err != nil:
+			// Anything else is a fault a retry will not fix: its cause
+			// goes to the log, not to the caller.
+			h.log.ErrorContext(r.Context(), "query failed", "path", r.URL.Path, logging.KeyError, err.Error())
+			h.fail(w, r, http.StatusInternalServerError, "INTERNAL", "", "the query failed; see the function's logs")
 		default:
 			h.reply(w, r, v)
 		}
@@ -197,6 +205,19 @@ func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any) {
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}
+}
+
+// unavailable reports whether a store error means Firestore cannot answer
+// now but may later.
+func unavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
 }
 
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, code, param, msg string) {

@@ -1,0 +1,77 @@
+package query_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fleetcast/fleetcast/firestoredb"
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/functions/query"
+	"github.com/fleetcast/fleetcast/logging"
+)
+
+// failingReader fails every read with err.
+type failingReader struct{ err error }
+
+func (r failingReader) ListFleets(context.Context, firestoredb.FleetFilter) ([]*fleet.Document, error) {
+	return nil, r.err
+}
+func (r failingReader) FleetsWithLabel(context.Context, string) ([]*fleet.Document, error) {
+	return nil, r.err
+}
+func (r failingReader) GetFleet(context.Context, fleet.Key) (*fleet.Document, error) {
+	return nil, r.err
+}
+func (r failingReader) ListClusters(context.Context) ([]*fleet.ClusterDocument, error) {
+	return nil, r.err
+}
+func (r failingReader) GetCluster(context.Context, string) (*fleet.ClusterDocument, error) {
+	return nil, r.err
+}
+
+// TestOnlyUnavailabilityIsA503: a store that cannot answer now is 503
+// (retry); any other failure is a 500 whose cause is logged, not sent.
+func TestOnlyUnavailabilityIsA503(t *testing.T) {
+	tests := []struct {
+		err        error
+		wantStatus int
+		wantLevel  string
+	}{
+		{status.Error(codes.Unavailable, "connection refused"), http.StatusServiceUnavailable, "WARNING"},
+		{fmt.Errorf("list: %w", context.DeadlineExceeded), http.StatusServiceUnavailable, "WARNING"},
+		{status.Error(codes.ResourceExhausted, "quota"), http.StatusServiceUnavailable, "WARNING"},
+		{status.Error(codes.PermissionDenied, "missing roles/datastore.viewer"), http.StatusInternalServerError, "ERROR"},
+		{status.Error(codes.FailedPrecondition, "the query requires an index"), http.StatusInternalServerError, "ERROR"},
+		{errors.New("decode fleets/x: cannot unmarshal"), http.StatusInternalServerError, "ERROR"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.err.Error(), func(t *testing.T) {
+			var logs strings.Builder
+			srv := httptest.NewServer(query.NewHandler(failingReader{tt.err}, logging.New(&logs, logging.LevelWarning), time.Now, query.DefaultStaleAfter))
+			defer srv.Close()
+			resp, err := http.Get(srv.URL + "/v1/clusters")
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, tt.wantStatus, resp.StatusCode)
+			assert.NotContains(t, string(body), tt.err.Error(), "the cause stays in the log")
+			var line map[string]any
+			require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(logs.String())), &line))
+			assert.Equal(t, tt.wantLevel, line["severity"])
+			assert.Contains(t, line[logging.KeyError], tt.err.Error(), "the cause is logged")
+		})
+	}
+}
