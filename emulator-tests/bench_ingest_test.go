@@ -77,7 +77,7 @@ func benchmarkIngest(b *testing.B, fn *function, inFlight int) {
 		for range inFlight {
 			wg.Go(func() {
 				for i := range next {
-					resp, err := http.Post(fn.url, "application/json", bytes.NewReader(bodies[i]))
+					resp, err := http.Post(pushURL(fn, cluster), "application/json", bytes.NewReader(bodies[i]))
 					if err != nil {
 						b.Error(err)
 						continue

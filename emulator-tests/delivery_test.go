@@ -20,7 +20,7 @@ import (
 func TestDeliveryFormats(t *testing.T) {
 	p := newPipeline(t)
 	const ceType = "google.cloud.pubsub.topic.v1.messagePublished"
-	source := "//pubsub.googleapis.com/projects/" + project + "/topics/fleet-events"
+	source := topicSource(p.cluster)
 	messageData := func(name, id string) ingest.MessagePublishedData {
 		data, err := fleet.EncodeEvent(p.upsert(name, 1, 2))
 		require.NoError(t, err)
@@ -35,13 +35,13 @@ func TestDeliveryFormats(t *testing.T) {
 	}{
 		{"raw push body", func(id string) *http.Request {
 			body := mustJSON(t, messageData("raw", id))
-			r, _ := http.NewRequest(http.MethodPost, p.fn.url, bytes.NewReader(body))
+			r, _ := http.NewRequest(http.MethodPost, pushURL(p.fn, p.cluster), bytes.NewReader(body))
 			r.Header.Set("Content-Type", "application/json")
 			return r
 		}},
 		{"binary CloudEvent", func(id string) *http.Request {
 			body := mustJSON(t, messageData("binary", id))
-			r, _ := http.NewRequest(http.MethodPost, p.fn.url, bytes.NewReader(body))
+			r, _ := http.NewRequest(http.MethodPost, pushURL(p.fn, p.cluster), bytes.NewReader(body))
 			r.Header.Set("Content-Type", "application/json")
 			r.Header.Set("ce-specversion", "1.0")
 			r.Header.Set("ce-id", id)
@@ -54,7 +54,7 @@ func TestDeliveryFormats(t *testing.T) {
 				"specversion": "1.0", "id": id, "type": ceType, "source": source,
 				"datacontenttype": "application/json", "data": messageData("structured", id),
 			})
-			r, _ := http.NewRequest(http.MethodPost, p.fn.url, bytes.NewReader(body))
+			r, _ := http.NewRequest(http.MethodPost, pushURL(p.fn, p.cluster), bytes.NewReader(body))
 			r.Header.Set("Content-Type", "application/cloudevents+json")
 			return r
 		}},
@@ -86,7 +86,7 @@ func TestNotJSONIsAckedAndLogged(t *testing.T) {
 		"message":      map[string]any{"data": base64.StdEncoding.EncodeToString([]byte("not json at all")), "messageId": id},
 		"subscription": "projects/" + project + "/subscriptions/misconfigured",
 	})
-	resp, err := http.Post(p.fn.url, "application/json", bytes.NewReader(body))
+	resp, err := http.Post(pushURL(p.fn, p.cluster), "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "acknowledged: retrying cannot fix it")

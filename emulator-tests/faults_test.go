@@ -30,7 +30,7 @@ func TestFirestoreOutageIsRetriedAndNothingLost(t *testing.T) {
 		"message":      map[string]any{"data": mustEncode(t, p.upsert("direct", 1, 1)), "messageId": "outage-direct"},
 		"subscription": "projects/" + project + "/subscriptions/direct",
 	})
-	resp, err := http.Post(fn.url, "application/json", bytes.NewReader(body))
+	resp, err := http.Post(pushURL(fn, p.cluster), "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode, "a transient error asks for redelivery")

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/functions/ingest"
 	"github.com/fleetcast/fleetcast/internal/emulator"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 )
@@ -53,14 +54,17 @@ func newPipelineTo(tb testing.TB, fn *function) *pipeline {
 	require.NotNil(tb, fn, "the function instance did not start (see TestMain's output)")
 	ctx := tb.Context()
 	suffix := randomHex(tb, 4)
+	cluster := "c" + suffix
 	ps := emulator.PubSub(tb, project)
-	topicID, subID := "fleet-events-"+suffix, "ingest-"+suffix
+	// Each cluster publishes to its own topic: the function lets a
+	// delivery write only the cluster its topic is named after.
+	topicID, subID := topicOf(cluster), "ingest-"+suffix
 	require.NoError(tb, pubsubtopic.EnsureTopic(ctx, ps, emulator.SchemaClient(tb), topicID, "fleet-event"))
 	_, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
 		Name:  "projects/" + project + "/subscriptions/" + subID,
 		Topic: pubsubtopic.TopicName(project, topicID),
 		// The framework takes the CloudEvent's source topic from the path.
-		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: fn.url + pubsubtopic.TopicName(project, topicID)},
+		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: pushURL(fn, cluster)},
 		AckDeadlineSeconds:    10,
 		EnableMessageOrdering: true,
 	})
@@ -68,7 +72,21 @@ func newPipelineTo(tb testing.TB, fn *function) *pipeline {
 	pub := ps.Publisher(topicID)
 	pub.EnableMessageOrdering = true
 	tb.Cleanup(pub.Stop)
-	return &pipeline{tb: tb, cluster: "c" + suffix, ps: ps, topicID: topicID, fs: emulator.Firestore(tb, project), publisher: pub, fn: fn}
+	return &pipeline{tb: tb, cluster: cluster, ps: ps, topicID: topicID, fs: emulator.Firestore(tb, project), publisher: pub, fn: fn}
+}
+
+// topicOf is the topic of a cluster's events.
+func topicOf(cluster string) string { return ingest.DefaultTopicPrefix + cluster }
+
+// pushURL is where the push subscription of a cluster's topic delivers to
+// fn: the path names the topic, as Terraform's push endpoint does.
+func pushURL(fn *function, cluster string) string {
+	return fn.url + pubsubtopic.TopicName(project, topicOf(cluster))
+}
+
+// topicSource is a cluster's topic as a CloudEvent's source names it.
+func topicSource(cluster string) string {
+	return "//pubsub.googleapis.com/" + pubsubtopic.TopicName(project, topicOf(cluster))
 }
 
 // publish sends ev and returns its message ID.
@@ -169,6 +187,19 @@ func (p *pipeline) doc(name string) (*fleet.Document, *firestore.DocumentSnapsho
 	}
 	require.NoError(p.tb, err)
 	var d fleet.Document
+	require.NoError(p.tb, snap.DataTo(&d))
+	return &d, snap
+}
+
+// clusterDoc reads the pipeline's cluster document; nil when there is none.
+func (p *pipeline) clusterDoc() (*fleet.ClusterDocument, *firestore.DocumentSnapshot) {
+	p.tb.Helper()
+	snap, err := p.fs.Collection(fleet.ClustersCollection).Doc(p.cluster).Get(p.tb.Context())
+	if status.Code(err) == codes.NotFound {
+		return nil, nil
+	}
+	require.NoError(p.tb, err)
+	var d fleet.ClusterDocument
 	require.NoError(p.tb, snap.DataTo(&d))
 	return &d, snap
 }

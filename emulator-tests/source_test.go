@@ -18,6 +18,7 @@ import (
 	"github.com/fleetcast/fleetcast/functions/source"
 	"github.com/fleetcast/fleetcast/internal/buildpack"
 	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/pubsubtopic"
 )
 
 // TestSourceZipBuildsAndServesLikeTheBuildpack builds the deployable zip,
@@ -76,7 +77,7 @@ func TestSourceZipBuildsAndServesLikeTheBuildpack(t *testing.T) {
 	ingestURL := serve("IngestFleetEvents")
 	body := `{"message":{"data":"` + base64.StdEncoding.EncodeToString(mustEncode(t, p.upsert("from-zip", 1, 3))) +
 		`","messageId":"zip-1"},"subscription":"projects/` + project + `/subscriptions/zip"}`
-	resp, err := http.Post(ingestURL+"/projects/"+project+"/topics/fleet-events", "application/json", strings.NewReader(body))
+	resp, err := http.Post(ingestURL+"/"+pubsubtopic.TopicName(project, topicOf(p.cluster)), "application/json", strings.NewReader(body))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)

@@ -25,6 +25,12 @@ const (
 	KeyError     = "error"
 	KeyLagMillis = "lagMillis"
 	KeyWrites    = "writes"
+	// KeyTopic names the Pub/Sub topic a message came through.
+	KeyTopic = "topic"
+	// KeyReasonCode is a dropped message's reason as a stable code.
+	KeyReasonCode = "reasonCode"
+	// KeyDropped counts the messages an instance dropped so far.
+	KeyDropped = "droppedTotal"
 )
 
 // LevelWarning is slog's Warn, named as Cloud Logging names it.

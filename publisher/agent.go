@@ -254,7 +254,10 @@ func (a *Agent) snapshotLocked() {
 			continue // never valid enough to publish; the ingest side drops it
 		}
 		if a.cfg.RefreshInterval > 0 && now.Sub(e.lastSent) >= a.cfg.RefreshInterval {
-			a.sink.Enqueue(a.upsertEvent(k, e))
+			// Same version, observed now: the state is still the
+			// fleet's as of this moment, and the ingest side refuses
+			// observations older than its tombstones.
+			a.sink.Enqueue(a.upsertEvent(k, e, now))
 			e.lastSent = now
 			a.metrics.Refreshed.Inc()
 		}
@@ -289,17 +292,18 @@ func (a *Agent) emitUpsert(k fleet.Key, e *entry) {
 	e.version = fleet.Version{Term: a.term, Seq: a.seq}
 	e.lastEmit = a.clock.Now()
 	e.lastSent = e.lastEmit
-	a.sink.Enqueue(a.upsertEvent(k, e))
+	a.sink.Enqueue(a.upsertEvent(k, e, e.lastEmit))
 }
 
-// upsertEvent is the event of the fleet's last published state.
-func (a *Agent) upsertEvent(k fleet.Key, e *entry) fleet.Event {
+// upsertEvent is the event of the fleet's last published state, observed
+// at observed.
+func (a *Agent) upsertEvent(k fleet.Key, e *entry, observed time.Time) fleet.Event {
 	return fleet.Event{
 		SchemaVersion: fleet.SchemaVersion,
 		Kind:          fleet.KindUpsert,
 		Cluster:       k.Cluster,
 		Version:       e.version,
-		ObservedAt:    fleet.MicrosOf(e.lastEmit),
+		ObservedAt:    fleet.MicrosOf(observed),
 		Publisher:     a.cfg.Publisher,
 		Namespace:     k.Namespace,
 		Name:          k.Name,

@@ -284,3 +284,28 @@ func TestAgentFlushPublishesPendingUpdates(t *testing.T) {
 	require.Len(t, evs, 1)
 	assert.Equal(t, int64(2), evs[0].Fleet.Status.ReadyReplicas)
 }
+
+// TestAgentRefreshesUnchangedFleetsAsObservedNow: a fleet unchanged for
+// days is re-sent with its version and the time of the refresh, so that the
+// ingest side, which refuses observations older than its tombstones, still
+// takes the repair.
+func TestAgentRefreshesUnchangedFleetsAsObservedNow(t *testing.T) {
+	a, sink, clk := newTestAgent(t)
+	a.cfg.RefreshInterval = 10 * time.Minute
+	a.StartTerm(100)
+	a.Upsert(key("a"), state(1))
+	first := sink.take(t)
+	require.Len(t, first, 2)
+	published := first[1]
+	require.Equal(t, fleet.KindUpsert, published.Kind)
+
+	clk.Step(48 * time.Hour)
+	a.Snapshot()
+	evs := sink.take(t)
+	require.Equal(t, []fleet.Kind{fleet.KindUpsert, fleet.KindSnapshot}, kinds(evs))
+	refresh := evs[0]
+	assert.Equal(t, published.Version, refresh.Version, "the same version: a duplicate where it arrived")
+	assert.Equal(t, published.Fleet, refresh.Fleet)
+	assert.Equal(t, fleet.MicrosOf(clk.Now()), refresh.ObservedAt, "observed at the refresh")
+	assert.NoError(t, fleet.CheckTimes(refresh, clk.Now(), 24*time.Hour, fleet.DefaultMaxClockSkew))
+}

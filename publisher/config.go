@@ -57,6 +57,11 @@ const (
 // -ldflags "-X github.com/fleetcast/fleetcast/publisher.Version=...".
 var Version = "dev"
 
+// DefaultTopicPrefix names a cluster's topic when --topic is not set:
+// fleet-events-<cluster>, what Terraform creates and the ingest function
+// (TOPIC_PREFIX) expects.
+const DefaultTopicPrefix = "fleet-events-"
+
 // ParseConfig parses args with defaults from getenv. Usage and errors go to
 // output.
 func ParseConfig(args []string, getenv func(string) string, output io.Writer) (Config, error) {
@@ -96,7 +101,7 @@ func ParseConfig(args []string, getenv func(string) string, output io.Writer) (C
 	cluster := fs.String("cluster", env("cluster", ""), "name of this cluster, a DNS-1123 label (required)")
 	clusterLabels := fs.String("cluster-labels", env("cluster-labels", ""), "labels of this cluster for snapshots, k=v,k=v")
 	projectF := fs.String("project", env("project", project), "Google Cloud project of the topic: $GOOGLE_CLOUD_PROJECT unless set")
-	topic := fs.String("topic", env("topic", "fleet-events"), "Pub/Sub topic ID")
+	topic := fs.String("topic", env("topic", ""), "Pub/Sub topic ID: fleet-events-<cluster> unless set (the ingest function lets each topic write only its own cluster)")
 	namespaces := fs.String("namespaces", env("namespaces", ""), "namespaces to watch, comma-separated; all when empty")
 	selector := fs.String("label-selector", env("label-selector", ""), "only fleets matching this label selector")
 	labelsExclude := fs.String("labels-exclude", env("labels-exclude", ""), "label keys not copied into events, comma-separated; a trailing * matches a prefix")
@@ -125,7 +130,7 @@ func ParseConfig(args []string, getenv func(string) string, output io.Writer) (C
 	c := Config{
 		Cluster:           *cluster,
 		Project:           *projectF,
-		Topic:             *topic,
+		Topic:             cmp.Or(*topic, DefaultTopicPrefix+*cluster),
 		Namespaces:        splitList(*namespaces),
 		LabelSelector:     *selector,
 		Projection:        Projection{ExcludeLabels: splitList(*labelsExclude), IncludeAnnotations: splitList(*annotationsInclude)},

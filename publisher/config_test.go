@@ -32,7 +32,7 @@ func TestParseConfig(t *testing.T) {
 	assert.Equal(t, "fleetcast", c.LeaseNamespace)
 	assert.Equal(t, []string{"pod-template-hash", "noisy/*"}, c.Projection.ExcludeLabels)
 	assert.Equal(t, 30*time.Second, c.SnapshotInterval)
-	assert.Equal(t, "fleet-events", c.Topic)
+	assert.Equal(t, "fleet-events-pc-eu", c.Topic, "each cluster its own topic")
 }
 
 func TestParseConfigErrorsNameTheSetting(t *testing.T) {

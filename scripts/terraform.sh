@@ -7,7 +7,9 @@
 #
 #   terraform.sh build           build the providers if missing; print the Google provider's directory
 #   terraform.sh check           fmt -check, validate and test the module and both environments, plan both
-#   terraform.sh plan ENV DIR    plan environments/ENV with no cluster into DIR/plan, DIR/plan.json and DIR/plan.log
+#   terraform.sh plan ENV DIR [CLUSTERS]
+#                                plan environments/ENV into DIR/plan, DIR/plan.json and DIR/plan.log,
+#                                with the clusters variable CLUSTERS (HCL; default {}: none)
 #   terraform.sh -- ARGS         run terraform ARGS with the provider overrides (in the current directory)
 set -euo pipefail
 
@@ -85,12 +87,12 @@ check() {
   done
 }
 
-# plan ENV OUT plans environments/ENV as a first apply on a fresh project
-# with no GKE cluster would (no clusters, no state, dummy token, nothing
-# contacted), from a scratch copy without backend.tf: the prod
+# plan ENV OUT [CLUSTERS] plans environments/ENV as a first apply on a
+# fresh project would (no state, dummy token, nothing contacted; no cluster
+# unless CLUSTERS), from a scratch copy without backend.tf: the prod
 # environment's GCS backend cannot be initialised offline.
 plan() {
-  local env=$1 out=$2 scratch
+  local env=$1 out=$2 clusters=${3:-"{}"} scratch
   build
   mkdir -p "$out"
   scratch=$(mktemp -d "${TMPDIR:-/tmp}/fleetcast-tfenv.XXXXXX")
@@ -100,12 +102,12 @@ plan() {
   mkdir -p "$scratch/schemas" && cp "$root/schemas/fleet_event.avsc" "$scratch/schemas/"
   rm -rf "$scratch/terraform/environments/$env/.terraform" "$scratch/terraform/environments/$env/backend.tf"
   (cd "$root" && go run ./functions/cmd/source -o "$out/functions.zip" >/dev/null)
-  log "plan environments/$env (no clusters, dummy token, nothing contacted)"
+  log "plan environments/$env (clusters = $clusters, dummy token, nothing contacted)"
   if ! (cd "$scratch/terraform/environments/$env" &&
     with_override get >/dev/null &&
     GOOGLE_OAUTH_ACCESS_TOKEN=dummy with_override plan -no-color -refresh=false -lock=false -input=false \
       -var=project_id=fleetcast-plan-check -var=project_number=123456789012 -var="function_source_zip=$out/functions.zip" \
-      -var='clusters={}' -out="$out/plan" >"$out/plan.log" 2>&1 &&
+      -var="clusters=$clusters" -out="$out/plan" >"$out/plan.log" 2>&1 &&
     with_override show -json "$out/plan" >"$out/plan.json"); then
     cat "$out/plan.log" >&2
     rm -rf "$scratch"
@@ -118,7 +120,7 @@ plan() {
 case ${1:-} in
   build) build; bindir google ;;
   check) check ;;
-  plan) [[ $# == 3 ]] || { echo "usage: terraform.sh plan ENV DIR" >&2; exit 2; }; plan "$2" "$3" ;;
+  plan) [[ $# == 3 || $# == 4 ]] || { echo "usage: terraform.sh plan ENV DIR [CLUSTERS]" >&2; exit 2; }; plan "$2" "$3" "${4:-}" ;;
   --) shift; build; with_override "$@" ;;
   *) echo "usage: terraform.sh build | check | plan ENV DIR | -- ARGS" >&2; exit 2 ;;
 esac

@@ -52,9 +52,9 @@ type plannedModule struct {
 }
 
 // planEnvironment plans environments/env as a first apply on a fresh
-// project with no GKE cluster (scripts/terraform.sh plan) and returns its
-// planned resources by address.
-func planEnvironment(tb testing.TB, env string) map[string]plannedResource {
+// project (scripts/terraform.sh plan) with the clusters variable clusters
+// (HCL, "{}" for none) and returns its planned resources by address.
+func planEnvironment(tb testing.TB, env, clusters string) map[string]plannedResource {
 	tb.Helper()
 	if os.Getenv("FLEETCAST_TF_PROVIDER_DIR") == "" {
 		if os.Getenv("REQUIRE_TERRAFORM") == "1" {
@@ -63,9 +63,9 @@ func planEnvironment(tb testing.TB, env string) map[string]plannedResource {
 		tb.Skip("needs the Google provider built for offline Terraform; run make test")
 	}
 	out := tb.TempDir()
-	cmd := exec.Command(mustAbs(tb, "../scripts/terraform.sh"), "plan", env, out)
+	cmd := exec.Command(mustAbs(tb, "../scripts/terraform.sh"), "plan", env, out, clusters)
 	b, err := cmd.CombinedOutput()
-	require.NoError(tb, err, "plan of environments/%s with no cluster:\n%s", env, b)
+	require.NoError(tb, err, "plan of environments/%s with clusters %s:\n%s", env, clusters, b)
 	raw := mustRead(tb, filepath.Join(out, "plan.json"))
 	var plan struct {
 		PlannedValues struct {
@@ -89,12 +89,12 @@ func planEnvironment(tb testing.TB, env string) map[string]plannedResource {
 }
 
 // TestEnvironmentsPlanOnAFreshProjectAndKeepThePlatformsRules plans dev and
-// prod without any cluster and checks the planned values against Cloud
-// Run's, Pub/Sub's and IAM's rules.
+// prod without any cluster — a project with no GKE cluster — and checks the
+// planned values against Cloud Run's and IAM's rules.
 func TestEnvironmentsPlanOnAFreshProjectAndKeepThePlatformsRules(t *testing.T) {
 	for _, env := range []string{"dev", "prod"} {
 		t.Run(env, func(t *testing.T) {
-			res := planEnvironment(t, env)
+			res := planEnvironment(t, env, "{}")
 			byType := func(typ string) []plannedResource {
 				var out []plannedResource
 				for _, r := range res {
@@ -126,13 +126,29 @@ func TestEnvironmentsPlanOnAFreshProjectAndKeepThePlatformsRules(t *testing.T) {
 				assert.NoError(t, cloudRunSize(cpu, sc["available_memory"].(string), concurrency), "%s", fn.Address)
 			}
 
+			// No cluster, no cluster topic: only the dead letters'.
+			assert.Len(t, byType("google_pubsub_topic"), 1)
+			assert.Len(t, byType("google_pubsub_subscription"), 1)
+		})
+	}
+}
+
+// TestEnvironmentsSizeTheirSubscriptionsByThePlatformsRules plans dev and
+// prod with a cluster and checks its topic and subscription against
+// Pub/Sub's retention and the republish sizing rule.
+func TestEnvironmentsSizeTheirSubscriptionsByThePlatformsRules(t *testing.T) {
+	for _, env := range []string{"dev", "prod"} {
+		t.Run(env, func(t *testing.T) {
+			res := planEnvironment(t, env, `{"pc-eu" = {gke_project = "studio-game-eu"}}`)
 			// No message outlives a tombstone, and every delivery attempt
 			// comes before the subscription drops the message.
 			ingestFn := res["module.fleetcast.google_cloudfunctions2_function.ingest"]
 			tombstones := mustDuration(t, first(t, ingestFn.Values["service_config"])["environment_variables"].(map[string]any)["TOMBSTONE_RETENTION"].(string))
-			sub := res["module.fleetcast.google_pubsub_subscription.ingest"]
+			sub := res[`module.fleetcast.google_pubsub_subscription.ingest["pc-eu"]`]
+			require.NotNil(t, sub.Values, "the cluster's push subscription")
+			assert.Equal(t, "fleet-events-pc-eu", res[`module.fleetcast.google_pubsub_topic.events["pc-eu"]`].Values["name"])
 			deadLetters := res["module.fleetcast.google_pubsub_subscription.dead_letter"]
-			topic := res["module.fleetcast.google_pubsub_topic.events"]
+			topic := res[`module.fleetcast.google_pubsub_topic.events["pc-eu"]`]
 			subRetention := mustDuration(t, sub.Values["message_retention_duration"].(string))
 			dlRetention := mustDuration(t, deadLetters.Values["message_retention_duration"].(string))
 			assert.LessOrEqual(t, subRetention+dlRetention, tombstones, "the subscription's and the dead letters' retention together within the tombstones' %s", tombstones)

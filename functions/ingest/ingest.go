@@ -6,6 +6,13 @@
 // It acknowledges what can never succeed (malformed or invalid events) after
 // one ERROR log line naming the message, and returns an error, so that
 // Pub/Sub redelivers, only for what may succeed later.
+//
+// Each game cluster publishes to its own topic, <TOPIC_PREFIX><cluster>,
+// which only that cluster's publisher may publish to. The function takes
+// the cluster a delivery may write from the topic it came through (the
+// CloudEvent's source, which Eventarc sets and the Functions Framework
+// derives from the push endpoint's path), never from the message alone: an
+// event claiming another cluster is dropped.
 package ingest
 
 import (
@@ -14,6 +21,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -52,22 +62,43 @@ var _ Applier = (*firestoredb.Store)(nil)
 
 // Handler handles fleet event CloudEvents.
 type Handler struct {
-	store   Applier
-	log     *slog.Logger
-	timeout time.Duration
+	store Applier
+	log   *slog.Logger
+	cfg   Config
+	now   func() time.Time
+	// dropped counts the messages this instance acknowledged without
+	// applying them; every drop's log line carries it.
+	dropped atomic.Int64
 }
 
 // NewHandler returns a Handler applying events to store, logging to log,
-// and giving each event at most timeout.
-func NewHandler(store Applier, log *slog.Logger, timeout time.Duration) *Handler {
-	return &Handler{store: store, log: log, timeout: timeout}
+// configured by cfg (TopicPrefix, MaxClockSkew, TombstoneRetention and
+// EventTimeout), reading the time from now.
+func NewHandler(store Applier, log *slog.Logger, cfg Config, now func() time.Time) *Handler {
+	return &Handler{store: store, log: log, cfg: cfg, now: now}
+}
+
+// Reasons a message is dropped, in the reasonCode field of its log line.
+const (
+	DropNotPubSub      = "not-pubsub"
+	DropUnboundTopic   = "unbound-topic"
+	DropInvalid        = "invalid"
+	DropForeignCluster = "foreign-cluster"
+	DropClockSkew      = "clock-skew"
+	DropStoreRefused   = "store-refused"
+)
+
+// drop logs why a message is acknowledged without being applied.
+func (h *Handler) drop(ctx context.Context, msg, code string, attrs ...any) {
+	attrs = append(attrs, logging.KeyReasonCode, code, logging.KeyDropped, h.dropped.Add(1))
+	h.log.ErrorContext(ctx, msg, attrs...)
 }
 
 // Handle processes one CloudEvent. A nil return acknowledges the message.
 func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 	var msg MessagePublishedData
 	if err := e.DataAs(&msg); err != nil {
-		h.log.ErrorContext(ctx, "dropping event: data is not a Pub/Sub message",
+		h.drop(ctx, "dropping event: data is not a Pub/Sub message", DropNotPubSub,
 			logging.KeyMessageID, e.ID(), logging.KeyReason, err.Error())
 		return nil
 	}
@@ -75,10 +106,16 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 	if id == "" {
 		id = e.ID()
 	}
+	topic, topicCluster, err := ClusterOfSource(e.Source(), h.cfg.TopicPrefix)
+	if err != nil {
+		h.drop(ctx, "dropping event: its topic is no cluster's", DropUnboundTopic,
+			logging.KeyMessageID, id, logging.KeyTopic, e.Source(), logging.KeyReason, err.Error())
+		return nil
+	}
 	ev, err := fleet.DecodeEvent(msg.Message.Data)
 	if err != nil {
-		h.log.ErrorContext(ctx, "dropping invalid fleet event",
-			logging.KeyMessageID, id, logging.KeyReason, err.Error())
+		h.drop(ctx, "dropping invalid fleet event", DropInvalid,
+			logging.KeyMessageID, id, logging.KeyTopic, topic, logging.KeyReason, err.Error())
 		return nil
 	}
 	attrs := []any{
@@ -90,11 +127,29 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 	if ev.Kind != fleet.KindSnapshot {
 		attrs = append(attrs, logging.KeyFleet, ev.Key().DocID())
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	if ev.Cluster != topicCluster {
+		h.drop(ctx, "dropping fleet event for another cluster than its topic's", DropForeignCluster,
+			append(attrs, logging.KeyTopic, topic, logging.KeyReason,
+				fmt.Sprintf("cluster %q claimed on the topic of cluster %q", ev.Cluster, topicCluster))...)
+		return nil
+	}
+	if err := fleet.CheckTimes(ev, h.now(), h.cfg.TombstoneRetention, h.cfg.MaxClockSkew); err != nil {
+		h.drop(ctx, "dropping fleet event: its publisher's clock is off", DropClockSkew,
+			append(attrs, logging.KeyTopic, topic, logging.KeyReason, err.Error())...)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.EventTimeout)
 	defer cancel()
 	res, err := h.store.Apply(ctx, ev)
 	if errors.Is(err, fleet.ErrInvalid) {
-		h.log.ErrorContext(ctx, "dropping invalid fleet event", append(attrs, logging.KeyReason, err.Error())...)
+		h.drop(ctx, "dropping invalid fleet event", DropInvalid, append(attrs, logging.KeyReason, err.Error())...)
+		return nil
+	}
+	if errors.Is(err, fleet.ErrPermanent) {
+		// Firestore refused it, or the stored document cannot be read:
+		// redelivering would fail the same way for the subscription's
+		// whole retention. The document is left as it is.
+		h.drop(ctx, "dropping fleet event the store cannot apply", DropStoreRefused, append(attrs, logging.KeyReason, err.Error())...)
 		return nil
 	}
 	if err != nil {
@@ -107,6 +162,11 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 	if ev.Kind == fleet.KindSnapshot {
 		attrs = append(attrs, logging.KeyOutcome, "reconciled", "tombstoned", res.Tombstoned, "clusterUpdated", res.ClusterUpdated,
 			"part", ev.Snapshot.Part, "parts", ev.Snapshot.Parts)
+		if len(res.Unreadable) > 0 || res.ClusterRepaired {
+			h.log.ErrorContext(ctx, "snapshot part reconciled around stored documents that cannot be read",
+				append(attrs, "unreadable", res.Unreadable, "clusterRepaired", res.ClusterRepaired)...)
+			return nil
+		}
 	} else {
 		attrs = append(attrs, logging.KeyOutcome, string(res.Outcome))
 	}
@@ -114,12 +174,42 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 	return nil
 }
 
+// sourcePattern is a Pub/Sub topic as a CloudEvent's source names it.
+var sourcePattern = regexp.MustCompile(`^//pubsub\.googleapis\.com/(projects/[^/]+/topics/([^/]+))$`)
+
+// ClusterOfSource returns the topic a CloudEvent's source names
+// (//pubsub.googleapis.com/projects/P/topics/T) and the cluster whose
+// topic it is: T without prefix, a valid cluster name.
+func ClusterOfSource(source, prefix string) (topic, cluster string, err error) {
+	m := sourcePattern.FindStringSubmatch(source)
+	if m == nil {
+		return "", "", fmt.Errorf("source %q is not a Pub/Sub topic (//pubsub.googleapis.com/projects/P/topics/T); push to <function URL>/projects/P/topics/T", source)
+	}
+	topic, id := m[1], m[2]
+	cluster, ok := strings.CutPrefix(id, prefix)
+	if !ok {
+		return topic, "", fmt.Errorf("topic %s is not named %s<cluster> (TOPIC_PREFIX)", topic, prefix)
+	}
+	if err := fleet.ValidateClusterName(cluster); err != nil {
+		return topic, "", fmt.Errorf("topic %s: %w", topic, err)
+	}
+	return topic, cluster, nil
+}
+
+// DefaultTopicPrefix is what a cluster's topic is named before its name.
+const DefaultTopicPrefix = "fleet-events-"
+
 // Config is the function's configuration, read from the environment once.
 type Config struct {
 	// TombstoneRetention is how long tombstones live before TTL removes them.
 	TombstoneRetention time.Duration
 	// EventTimeout bounds the work on one event.
 	EventTimeout time.Duration
+	// TopicPrefix names each cluster's topic: <TopicPrefix><cluster>.
+	TopicPrefix string
+	// MaxClockSkew is how far ahead of this function's clock a publisher's
+	// may run before its events are refused.
+	MaxClockSkew time.Duration
 	// LogLevel is the minimum severity logged.
 	LogLevel slog.Level
 }
@@ -134,6 +224,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.EventTimeout, err = fnruntime.Duration(getenv, "EVENT_TIMEOUT", 50*time.Second); err != nil {
 		return Config{}, err
+	}
+	if c.MaxClockSkew, err = fnruntime.Duration(getenv, "MAX_CLOCK_SKEW", fleet.DefaultMaxClockSkew); err != nil {
+		return Config{}, err
+	}
+	c.TopicPrefix = getenv("TOPIC_PREFIX")
+	if c.TopicPrefix == "" {
+		c.TopicPrefix = DefaultTopicPrefix
 	}
 	if c.LogLevel, err = logging.ParseLevel(getenv("LOG_LEVEL")); err != nil {
 		return Config{}, fmt.Errorf("LOG_LEVEL: %w", err)
@@ -152,7 +249,7 @@ var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*H
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(firestoredb.New(client, cfg.TombstoneRetention, time.Now), logging.New(os.Stdout, cfg.LogLevel), cfg.EventTimeout), nil
+	return NewHandler(firestoredb.New(client, cfg.TombstoneRetention, time.Now), logging.New(os.Stdout, cfg.LogLevel), cfg, time.Now), nil
 }}
 
 // IngestFleetEvents is the Cloud Function's entry point.

@@ -2,10 +2,13 @@ package ingest_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -34,26 +37,50 @@ func (r *recorder) Apply(_ context.Context, ev fleet.Event) (firestoredb.Result,
 	return firestoredb.Result{Outcome: fleet.OutcomeCreated, Writes: 1}, nil
 }
 
-func validEvent(t *testing.T) []byte {
-	t.Helper()
-	b, err := fleet.EncodeEvent(fleet.Event{
-		SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindUpsert, Cluster: "pc",
-		Version: fleet.Version{Term: 1, Seq: 1}, ObservedAt: fleet.MicrosOf(time.Now()),
+// now is the ingest clock of these tests.
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func upsertOf(cluster string) fleet.Event {
+	return fleet.Event{
+		SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindUpsert, Cluster: cluster,
+		Version: fleet.Version{Term: now.UnixMilli(), Seq: 1}, ObservedAt: fleet.MicrosOf(now),
 		Publisher: fleet.Publisher{ID: "p"}, Namespace: "default", Name: "sgs",
 		Fleet: fleet.State{UID: "u"},
-	})
+	}
+}
+
+func encoded(t *testing.T, ev fleet.Event) []byte {
+	t.Helper()
+	b, err := fleet.EncodeEvent(ev)
 	require.NoError(t, err)
 	return b
 }
 
+func validEvent(t *testing.T) []byte {
+	t.Helper()
+	return encoded(t, upsertOf("pc"))
+}
+
+// pcTopic is cluster pc's topic, as a CloudEvent's source.
+const pcTopic = "//pubsub.googleapis.com/projects/p/topics/fleet-events-pc"
+
 func cloudEvent(t *testing.T, data any) event.Event {
+	t.Helper()
+	return cloudEventFrom(t, pcTopic, data)
+}
+
+func cloudEventFrom(t *testing.T, source string, data any) event.Event {
 	t.Helper()
 	e := event.New()
 	e.SetID("ce-1")
 	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-	e.SetSource("//pubsub.googleapis.com/projects/p/topics/fleet-events")
+	e.SetSource(source)
 	require.NoError(t, e.SetData("application/json", data))
 	return e
+}
+
+func config() ingest.Config {
+	return ingest.Config{TombstoneRetention: 24 * time.Hour, EventTimeout: time.Second, TopicPrefix: ingest.DefaultTopicPrefix, MaxClockSkew: fleet.DefaultMaxClockSkew}
 }
 
 func pubsubData(data []byte) ingest.MessagePublishedData {
@@ -72,8 +99,14 @@ func logLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
 }
 
 func TestHandle(t *testing.T) {
+	forged := upsertOf("ps5")
+	future := upsertOf("pc")
+	future.Version.Term = math.MaxInt64
+	year9000 := upsertOf("pc")
+	year9000.ObservedAt = fleet.MicrosOf(time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC))
 	tests := []struct {
 		name         string
+		source       string
 		data         any
 		storeErr     error
 		wantErr      bool
@@ -81,19 +114,26 @@ func TestHandle(t *testing.T) {
 		wantSeverity string
 		wantInLog    string
 	}{
+		{name: "another cluster's event on pc's topic is dropped", data: pubsubData(encoded(t, forged)), wantSeverity: "ERROR", wantInLog: `"reasonCode":"foreign-cluster"`},
+		{name: "a term from the future is dropped", data: pubsubData(encoded(t, future)), wantSeverity: "ERROR", wantInLog: `"reasonCode":"clock-skew"`},
+		{name: "a heartbeat from year 9000 is dropped", data: pubsubData(encoded(t, year9000)), wantSeverity: "ERROR", wantInLog: "observedAt"},
+		{name: "a topic without the prefix is no cluster's", source: "//pubsub.googleapis.com/projects/p/topics/fleet-events", data: pubsubData(validEvent(t)), wantSeverity: "ERROR", wantInLog: `"reasonCode":"unbound-topic"`},
+		{name: "a source that is no topic is no cluster's", source: "//storage.googleapis.com/projects/_/buckets/b", data: pubsubData(validEvent(t)), wantSeverity: "ERROR", wantInLog: "not a Pub/Sub topic"},
 		{name: "valid event is applied", data: pubsubData(validEvent(t)), wantApplied: 1, wantSeverity: "INFO", wantInLog: `"outcome":"created"`},
 		{name: "not JSON is acked", data: pubsubData([]byte("garbage")), wantSeverity: "ERROR", wantInLog: "decode event"},
 		{name: "invalid event is acked", data: pubsubData(bytes.Replace(validEvent(t), []byte(`"cluster":"pc"`), []byte(`"cluster":"P C"`), 1)), wantSeverity: "ERROR", wantInLog: "cluster"},
 		{name: "not a Pub/Sub message is acked", data: "just a string", wantSeverity: "ERROR", wantInLog: "not a Pub/Sub message"},
 		{name: "transient store error is retried", data: pubsubData(validEvent(t)), storeErr: errors.New("rpc error: code = Unavailable"), wantErr: true, wantSeverity: "WARNING", wantInLog: "Unavailable"},
-		{name: "permanent store error is acked", data: pubsubData(validEvent(t)), storeErr: fleet.ErrInvalid, wantSeverity: "ERROR", wantInLog: "invalid"},
+		{name: "invalid store input is acked", data: pubsubData(validEvent(t)), storeErr: fleet.ErrInvalid, wantSeverity: "ERROR", wantInLog: "invalid"},
+		{name: "a store refusal is acked", data: pubsubData(validEvent(t)), storeErr: fmt.Errorf("%w: decode fleets/x: bad", fleet.ErrPermanent), wantSeverity: "ERROR", wantInLog: `"reasonCode":"store-refused"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			store := &recorder{err: tt.storeErr}
-			h := ingest.NewHandler(store, logging.New(&buf, logging.LevelWarning-8), time.Second)
-			err := h.Handle(t.Context(), cloudEvent(t, tt.data))
+			h := ingest.NewHandler(store, logging.New(&buf, logging.LevelWarning-8), config(), func() time.Time { return now })
+			source := cmp.Or(tt.source, pcTopic)
+			err := h.Handle(t.Context(), cloudEventFrom(t, source, tt.data))
 			if tt.wantErr {
 				require.Error(t, err)
 			} else {
@@ -105,7 +145,25 @@ func TestHandle(t *testing.T) {
 			assert.Equal(t, tt.wantSeverity, lines[0]["severity"])
 			assert.NotEmpty(t, lines[0][logging.KeyMessageID], "the log names the message")
 			assert.Contains(t, buf.String(), tt.wantInLog)
+			if tt.wantSeverity == "ERROR" {
+				assert.EqualValues(t, 1, lines[0][logging.KeyDropped], "the drop is counted")
+			}
 		})
+	}
+}
+
+func TestClusterOfSource(t *testing.T) {
+	topic, cluster, err := ingest.ClusterOfSource("//pubsub.googleapis.com/projects/p/topics/fleet-events-eu-west", "fleet-events-")
+	require.NoError(t, err)
+	assert.Equal(t, "projects/p/topics/fleet-events-eu-west", topic)
+	assert.Equal(t, "eu-west", cluster)
+	for _, bad := range []string{
+		"", "//pubsub.googleapis.com/projects/p/topics/", "//pubsub.googleapis.com/projects/p/topics/other-eu",
+		"//pubsub.googleapis.com/projects/p/topics/fleet-events-EU", "//pubsub.googleapis.com/projects/p/subscriptions/fleet-events-eu",
+		"https://pubsub.googleapis.com/projects/p/topics/fleet-events-eu",
+	} {
+		_, _, err := ingest.ClusterOfSource(bad, "fleet-events-")
+		assert.Error(t, err, bad)
 	}
 }
 
@@ -115,13 +173,15 @@ func TestConfigFromEnv(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 24*time.Hour, c.TombstoneRetention)
 	assert.Equal(t, 50*time.Second, c.EventTimeout)
+	assert.Equal(t, "fleet-events-", c.TopicPrefix)
+	assert.Equal(t, 10*time.Minute, c.MaxClockSkew)
 
 	c, err = ingest.ConfigFromEnv(env(map[string]string{"TOMBSTONE_RETENTION": "72h", "GOOGLE_CLOUD_PROJECT": "p", "LOG_LEVEL": "debug"}))
 	require.NoError(t, err)
 	assert.Equal(t, 72*time.Hour, c.TombstoneRetention)
 	assert.Equal(t, slog.LevelDebug, c.LogLevel)
 
-	for k, v := range map[string]string{"TOMBSTONE_RETENTION": "forever", "EVENT_TIMEOUT": "-1s", "LOG_LEVEL": "loud"} {
+	for k, v := range map[string]string{"TOMBSTONE_RETENTION": "forever", "EVENT_TIMEOUT": "-1s", "LOG_LEVEL": "loud", "MAX_CLOCK_SKEW": "0s"} {
 		_, err := ingest.ConfigFromEnv(env(map[string]string{k: v}))
 		assert.ErrorContains(t, err, k)
 	}

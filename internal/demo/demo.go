@@ -116,7 +116,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer stopQuery()
 
-	say("creating the Avro-validated topic and a push subscription into IngestFleetEvents")
+	say("creating each cluster's Avro-validated topic and its push subscription into IngestFleetEvents")
 	ps, err := pubsub.NewClient(ctx, Project)
 	if err != nil {
 		return err
@@ -127,21 +127,29 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer schemas.Close()
-	topic := fmt.Sprintf("fleet-events-%d", time.Now().UnixNano()%1_000_000)
-	if err := pubsubtopic.EnsureTopic(ctx, ps, schemas, topic, "fleet-event"); err != nil {
-		return err
+	// Each cluster publishes to its own topic, fleet-events-<cluster>: the
+	// ingest function lets a delivery write only its topic's cluster. A
+	// run's subscriptions get a suffix of their own.
+	run := time.Now().UnixNano() % 1_000_000
+	transports := map[string]*pubsubtopic.Transport{}
+	for _, c := range Clusters {
+		topic := publisher.DefaultTopicPrefix + c.Name
+		if err := pubsubtopic.EnsureTopic(ctx, ps, schemas, topic, "fleet-event"); err != nil {
+			return err
+		}
+		if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+			Name:                  fmt.Sprintf("projects/%s/subscriptions/%s-ingest-%d", Project, topic, run),
+			Topic:                 pubsubtopic.TopicName(Project, topic),
+			PushConfig:            &pubsubpb.PushConfig{PushEndpoint: ingestURL + "/" + pubsubtopic.TopicName(Project, topic)},
+			AckDeadlineSeconds:    10,
+			EnableMessageOrdering: true,
+		}); err != nil {
+			return fmt.Errorf("create push subscription of %s: %w", topic, err)
+		}
+		t := pubsubtopic.NewTransport(ps, topic)
+		defer t.Stop()
+		transports[c.Name] = t
 	}
-	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name:                  "projects/" + Project + "/subscriptions/" + topic + "-ingest",
-		Topic:                 pubsubtopic.TopicName(Project, topic),
-		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: ingestURL + "/" + pubsubtopic.TopicName(Project, topic)},
-		AckDeadlineSeconds:    10,
-		EnableMessageOrdering: true,
-	}); err != nil {
-		return fmt.Errorf("create push subscription: %w", err)
-	}
-	transport := pubsubtopic.NewTransport(ps, topic)
-	defer transport.Stop()
 
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	dyn := dynamic.NewForConfigOrDie(cp.RESTConfig())
@@ -156,7 +164,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		cfg := publisher.Config{
 			Cluster: c.Name, ClusterLabels: map[string]string{"region": c.Region},
-			Project: Project, Topic: topic, Namespaces: []string{ns},
+			Project: Project, Topic: publisher.DefaultTopicPrefix + c.Name, Namespaces: []string{ns},
 			MinInterval: time.Second, SnapshotInterval: 10 * time.Second,
 			LeaderElect: true, LeaseName: "fleetcast-publisher", LeaseNamespace: ns,
 			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
@@ -165,7 +173,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		say("publisher of cluster %s watching namespace %s", c.Name, ns)
 		wg.Go(func() {
-			if err := publisher.Run(work, cfg, publisher.Deps{Kube: cp.RESTConfig(), Transport: transport, Log: slog.New(slog.DiscardHandler)}); err != nil {
+			if err := publisher.Run(work, cfg, publisher.Deps{Kube: cp.RESTConfig(), Transport: transports[c.Name], Log: slog.New(slog.DiscardHandler)}); err != nil {
 				errs <- fmt.Errorf("publisher %s: %w", c.Name, err)
 			}
 		})

@@ -12,6 +12,7 @@ module "fleetcast" {
   function_source_zip  = var.function_source_zip
   clusters             = var.clusters
   query_invokers       = var.query_invokers
+  readers              = var.readers
   ingest_max_instances = 3
   query_min_instances  = 0
   query_max_instances  = 2

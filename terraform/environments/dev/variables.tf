@@ -36,3 +36,9 @@ variable "clusters" {
   description = "Game clusters, by name, each with the project of its GKE cluster (see the module's clusters variable); none by default."
   default     = {}
 }
+
+variable "readers" {
+  type        = list(string)
+  description = "Members that read fleet state (Firestore and the query API), such as matchmakers' service accounts."
+  default     = []
+}

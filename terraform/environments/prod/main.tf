@@ -10,6 +10,7 @@ module "fleetcast" {
   function_source_zip  = var.function_source_zip
   clusters             = var.clusters
   query_invokers       = var.query_invokers
+  readers              = var.readers
   ingest_max_instances = 100
   query_min_instances  = 2
   query_max_instances  = 50

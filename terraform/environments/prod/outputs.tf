@@ -1,6 +1,6 @@
-output "topic_id" {
-  description = "The fleet events topic."
-  value       = module.fleetcast.topic_id
+output "topics" {
+  description = "Each cluster's fleet events topic."
+  value       = module.fleetcast.topics
 }
 
 output "query_url" {

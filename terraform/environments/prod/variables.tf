@@ -35,3 +35,9 @@ variable "clusters" {
   }))
   description = "Every game cluster: see the module's clusters variable."
 }
+
+variable "readers" {
+  type        = list(string)
+  description = "Members that read fleet state (Firestore and the query API), such as matchmakers' service accounts."
+  default     = []
+}

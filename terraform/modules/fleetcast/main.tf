@@ -30,10 +30,9 @@ locals {
   # subscription and the dead-letter subscription each keep half of it, and
   # so does the topic (seek).
   message_retention = "${floor(tonumber(trimsuffix(var.tombstone_retention, "h")) * 3600 / 2)}s"
-  # Push to .../projects/P/topics/T: the Functions Framework takes the topic
-  # (the CloudEvent's source) from this path, and logs an unterminated
-  # warning line before every JSON log line when it is missing.
-  ingest_push_endpoint = "${google_cloudfunctions2_function.ingest.service_config[0].uri}/projects/${var.project_id}/topics/${google_pubsub_topic.events.name}"
+  # Firestore IAM conditions name the database: the functions' roles hold
+  # on fleetcast's database only.
+  database_condition = "resource.name == \"projects/${var.project_id}/databases/${local.database}\""
 }
 
 # Looked up unless given (which lets plan run without API access); after
@@ -71,9 +70,13 @@ resource "google_pubsub_schema" "fleet_event" {
   depends_on = [time_sleep.services]
 }
 
+# One topic per cluster, <topic_prefix><cluster>: only that cluster's
+# publisher may publish to it, and the ingest function lets a delivery from
+# it write only that cluster's documents (TOPIC_PREFIX).
 resource "google_pubsub_topic" "events" {
-  project = var.project_id
-  name    = "${var.name_prefix}-fleet-events"
+  for_each = var.clusters
+  project  = var.project_id
+  name     = "${var.topic_prefix}${each.key}"
   schema_settings {
     schema   = google_pubsub_schema.fleet_event.id
     encoding = "JSON"
@@ -99,19 +102,23 @@ resource "google_pubsub_subscription" "dead_letter" {
   }
 }
 
-# The ingest function's own push subscription rather than an Eventarc
-# trigger: the provider cannot set a dead-letter policy on the subscription
-# Eventarc creates. The Functions Framework turns the push body into the
-# messagePublished CloudEvent the function takes.
+# Each topic's own push subscription into the one ingest function, rather
+# than an Eventarc trigger: the provider cannot set a dead-letter policy on
+# the subscription Eventarc creates. The Functions Framework turns the push
+# body into the messagePublished CloudEvent the function takes, with the
+# topic — and so the cluster — taken from the push endpoint's path
+# (…/projects/P/topics/T); without the path it also prints an unterminated
+# warning before every JSON log line.
 resource "google_pubsub_subscription" "ingest" {
+  for_each                   = var.clusters
   project                    = var.project_id
-  name                       = "${var.name_prefix}-ingest"
-  topic                      = google_pubsub_topic.events.id
+  name                       = "${var.name_prefix}-ingest-${each.key}"
+  topic                      = google_pubsub_topic.events[each.key].id
   ack_deadline_seconds       = 60
   enable_message_ordering    = true
   message_retention_duration = local.message_retention
   push_config {
-    push_endpoint = local.ingest_push_endpoint
+    push_endpoint = "${google_cloudfunctions2_function.ingest.service_config[0].uri}/projects/${var.project_id}/topics/${google_pubsub_topic.events[each.key].name}"
     oidc_token {
       service_account_email = google_service_account.push.email
       audience              = google_cloudfunctions2_function.ingest.service_config[0].uri
@@ -147,8 +154,9 @@ resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
 }
 
 resource "google_pubsub_subscription_iam_member" "dead_letter_subscriber" {
+  for_each     = var.clusters
   project      = var.project_id
-  subscription = google_pubsub_subscription.ingest.name
+  subscription = google_pubsub_subscription.ingest[each.key].name
   role         = "roles/pubsub.subscriber"
   member       = local.pubsub_agent
 }
@@ -157,7 +165,7 @@ resource "google_service_account_iam_member" "push_token_creator" {
   service_account_id = google_service_account.push.name
   role               = "roles/iam.serviceAccountTokenCreator"
   member             = local.pubsub_agent
-  depends_on         = [google_pubsub_subscription.ingest]
+  depends_on         = [google_pubsub_topic.dead_letter]
 }
 
 # --- Firestore ---------------------------------------------------------------
@@ -260,12 +268,33 @@ resource "google_project_iam_member" "ingest_firestore" {
   project = var.project_id
   role    = "roles/datastore.user"
   member  = google_service_account.ingest.member
+  condition {
+    title      = "fleetcast database only"
+    expression = local.database_condition
+  }
 }
 
 resource "google_project_iam_member" "query_firestore" {
   project = var.project_id
   role    = "roles/datastore.viewer"
   member  = google_service_account.query.member
+  condition {
+    title      = "fleetcast database only"
+    expression = local.database_condition
+  }
+}
+
+# Matchmakers and other readers: read fleetcast's database (realtime
+# listeners, the Go client) and call the query API.
+resource "google_project_iam_member" "readers_firestore" {
+  for_each = toset(var.readers)
+  project  = var.project_id
+  role     = "roles/datastore.viewer"
+  member   = each.value
+  condition {
+    title      = "fleetcast database only"
+    expression = local.database_condition
+  }
 }
 
 resource "google_service_account" "publisher" {
@@ -276,11 +305,11 @@ resource "google_service_account" "publisher" {
   depends_on   = [time_sleep.services]
 }
 
-# Each publisher may publish to the fleet events topic, nothing else.
+# Each publisher may publish to its own cluster's topic, nothing else.
 resource "google_pubsub_topic_iam_member" "publisher" {
   for_each = var.clusters
   project  = var.project_id
-  topic    = google_pubsub_topic.events.name
+  topic    = google_pubsub_topic.events[each.key].name
   role     = "roles/pubsub.publisher"
   member   = google_service_account.publisher[each.key].member
 }
@@ -333,8 +362,9 @@ resource "google_cloudfunctions2_function" "ingest" {
   # vCPU, and an upsert mostly waits on Firestore, so one instance serves
   # many at once (terraform/README.md, "Sizing the ingest function").
   service_config {
-    service_account_email            = google_service_account.ingest.email
-    ingress_settings                 = "ALLOW_ALL"
+    service_account_email = google_service_account.ingest.email
+    # Only Pub/Sub pushes from this project reach it.
+    ingress_settings                 = "ALLOW_INTERNAL_ONLY"
     all_traffic_on_latest_revision   = true
     available_cpu                    = "1"
     available_memory                 = "512Mi"
@@ -344,6 +374,8 @@ resource "google_cloudfunctions2_function" "ingest" {
     environment_variables = merge(local.firestore_env, {
       TOMBSTONE_RETENTION = var.tombstone_retention
       EVENT_TIMEOUT       = "50s"
+      TOPIC_PREFIX        = var.topic_prefix
+      MAX_CLOCK_SKEW      = var.max_clock_skew
     })
   }
   depends_on = [time_sleep.services, time_sleep.build_roles]
@@ -391,9 +423,9 @@ resource "google_cloud_run_v2_service_iam_member" "ingest_invoker" {
   member   = google_service_account.push.member
 }
 
-# Only the listed members may call the query API.
+# Only the listed members (and the readers) may call the query API.
 resource "google_cloud_run_v2_service_iam_member" "query_invoker" {
-  for_each = toset(var.query_invokers)
+  for_each = toset(concat(var.query_invokers, var.readers))
   project  = var.project_id
   location = var.region
   name     = google_cloudfunctions2_function.query.service_config[0].service

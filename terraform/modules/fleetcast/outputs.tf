@@ -1,11 +1,6 @@
-output "topic_id" {
-  description = "The fleet events topic (projects/P/topics/T)."
-  value       = google_pubsub_topic.events.id
-}
-
-output "topic_name" {
-  description = "The fleet events topic's short name, for --topic."
-  value       = google_pubsub_topic.events.name
+output "topics" {
+  description = "Each cluster's fleet events topic (projects/P/topics/T)."
+  value       = { for name, t in google_pubsub_topic.events : name => t.id }
 }
 
 output "dead_letter_subscription" {
@@ -34,7 +29,7 @@ output "publisher_flags" {
     for name, c in var.clusters : name => join(" ", compact([
       "--cluster=${name}",
       "--project=${var.project_id}",
-      "--topic=${google_pubsub_topic.events.name}",
+      "--topic=${google_pubsub_topic.events[name].name}",
       "--lease-namespace=${c.namespace}",
       length(c.labels) > 0 ? "--cluster-labels=${join(",", [for k in sort(keys(c.labels)) : "${k}=${c.labels[k]}"])}" : "",
     ]))

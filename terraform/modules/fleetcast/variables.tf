@@ -206,8 +206,41 @@ variable "stale_after" {
   description = "A cluster whose last heartbeat is older is stale (Go duration): three of the publishers' --snapshot-interval."
   default     = "90s"
   validation {
-    condition     = can(regex("^[0-9]+(s|m)$", var.stale_after))
-    error_message = "stale_after must be a duration in seconds or minutes such as 90s."
+    # The function refuses a duration that is not positive.
+    condition     = can(regex("^[0-9]+(s|m)$", var.stale_after)) && can(regex("[1-9]", var.stale_after))
+    error_message = "stale_after must be a positive duration in seconds or minutes such as 90s."
+  }
+}
+
+variable "topic_prefix" {
+  type        = string
+  description = "Each cluster's topic is <topic_prefix><cluster> (the ingest function's TOPIC_PREFIX, the publisher's default --topic)."
+  default     = "fleet-events-"
+  validation {
+    # A topic ID starts with a letter, is 3 to 255 characters of letters,
+    # digits and -_.~+%, and does not start with goog.
+    condition     = can(regex("^[a-zA-Z][-a-zA-Z0-9_.~+%]{0,190}$", var.topic_prefix)) && !startswith(lower(var.topic_prefix), "goog")
+    error_message = "topic_prefix must start a valid topic ID: a letter, then letters, digits or -_.~+%, not goog."
+  }
+}
+
+variable "max_clock_skew" {
+  type        = string
+  description = "How far ahead of the ingest function's clock a publisher's may run before its events are refused (MAX_CLOCK_SKEW, Go duration)."
+  default     = "10m"
+  validation {
+    condition     = can(regex("^[0-9]+(s|m|h)$", var.max_clock_skew)) && can(regex("[1-9]", var.max_clock_skew))
+    error_message = "max_clock_skew must be a positive duration in seconds, minutes or hours such as 10m."
+  }
+}
+
+variable "readers" {
+  type        = list(string)
+  description = "IAM members that read fleet state: Firestore read on the fleetcast database (realtime listeners, the Go client, the CLI) and the query API. Never allUsers."
+  default     = []
+  validation {
+    condition     = alltrue([for m in var.readers : !contains(["allUsers", "allAuthenticatedUsers"], m) && can(regex("^(user|serviceAccount|group|domain|principal|principalSet):", m))])
+    error_message = "readers must be IAM members such as serviceAccount:x@p.iam.gserviceaccount.com or a Workload Identity Federation principal; allUsers and allAuthenticatedUsers are refused."
   }
 }
 

@@ -87,23 +87,27 @@ run "topic_validates_events_against_the_avro_schema" {
     error_message = "the schema must be schemas/fleet_event.avsc"
   }
   assert {
-    condition     = google_pubsub_topic.events.schema_settings[0].schema == google_pubsub_schema.fleet_event.id && google_pubsub_topic.events.schema_settings[0].encoding == "JSON"
-    error_message = "the topic must validate messages against the schema with JSON encoding"
+    condition     = alltrue([for t in google_pubsub_topic.events : t.schema_settings[0].schema == google_pubsub_schema.fleet_event.id && t.schema_settings[0].encoding == "JSON"])
+    error_message = "every topic must validate messages against the schema with JSON encoding"
+  }
+  assert {
+    condition     = keys(google_pubsub_topic.events) == ["pc-eu", "ps5-us"] && google_pubsub_topic.events["pc-eu"].name == "fleet-events-pc-eu" && google_pubsub_topic.events["ps5-us"].name == "fleet-events-ps5-us"
+    error_message = "one topic per cluster, fleet-events-<cluster>"
   }
 }
 
 run "undeliverable_events_go_to_the_dead_letter_topic" {
   command = apply
   assert {
-    condition     = google_pubsub_subscription.ingest.dead_letter_policy[0].dead_letter_topic == google_pubsub_topic.dead_letter.id
+    condition     = alltrue([for sub in google_pubsub_subscription.ingest : sub.dead_letter_policy[0].dead_letter_topic == google_pubsub_topic.dead_letter.id]) && google_pubsub_subscription.ingest["ps5-us"].topic == google_pubsub_topic.events["ps5-us"].id
     error_message = "the ingest subscription must dead-letter to the dead-letter topic"
   }
   assert {
-    condition     = google_pubsub_subscription.ingest.dead_letter_policy[0].max_delivery_attempts == 20
+    condition     = google_pubsub_subscription.ingest["pc-eu"].dead_letter_policy[0].max_delivery_attempts == 20
     error_message = "twenty deliveries before dead-lettering by default"
   }
   assert {
-    condition     = google_pubsub_subscription.ingest.retry_policy[0].minimum_backoff == "10s" && google_pubsub_subscription.ingest.retry_policy[0].maximum_backoff == "600s" && google_pubsub_subscription.ingest.enable_message_ordering
+    condition     = google_pubsub_subscription.ingest["pc-eu"].retry_policy[0].minimum_backoff == "10s" && google_pubsub_subscription.ingest["pc-eu"].retry_policy[0].maximum_backoff == "600s" && google_pubsub_subscription.ingest["pc-eu"].enable_message_ordering
     error_message = "retries back off from 10 s to 600 s and keep each fleet's order"
   }
   assert {
@@ -111,7 +115,7 @@ run "undeliverable_events_go_to_the_dead_letter_topic" {
     error_message = "a subscription must hold dead letters for inspection"
   }
   assert {
-    condition     = google_pubsub_topic_iam_member.dead_letter_publisher.member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com" && google_pubsub_subscription_iam_member.dead_letter_subscriber.role == "roles/pubsub.subscriber"
+    condition     = google_pubsub_topic_iam_member.dead_letter_publisher.member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com" && alltrue([for k, m in google_pubsub_subscription_iam_member.dead_letter_subscriber : m.role == "roles/pubsub.subscriber" && m.subscription == google_pubsub_subscription.ingest[k].name])
     error_message = "Pub/Sub's service agent must be able to move messages to the dead-letter topic"
   }
 }
@@ -135,8 +139,8 @@ run "each_service_account_has_exactly_its_roles" {
     error_message = "the query function only reads Firestore: roles/datastore.viewer"
   }
   assert {
-    condition     = alltrue([for k, m in google_pubsub_topic_iam_member.publisher : m.role == "roles/pubsub.publisher" && m.topic == google_pubsub_topic.events.name && m.member == google_service_account.publisher[k].member])
-    error_message = "each cluster's publisher may publish to the fleet events topic only"
+    condition     = alltrue([for k, m in google_pubsub_topic_iam_member.publisher : m.role == "roles/pubsub.publisher" && m.topic == google_pubsub_topic.events[k].name && m.member == google_service_account.publisher[k].member])
+    error_message = "each cluster's publisher may publish to its own topic only"
   }
   assert {
     condition     = length(google_pubsub_topic_iam_member.publisher) == 2 && length(google_service_account.publisher) == 2
@@ -177,11 +181,11 @@ run "the_push_endpoint_names_the_topic" {
   assert {
     # The Functions Framework takes the CloudEvent's source from
     # /projects/P/topics/T in the request path.
-    condition     = google_pubsub_subscription.ingest.push_config[0].push_endpoint == "${google_cloudfunctions2_function.ingest.service_config[0].uri}/projects/studio-fleets/topics/fleetcast-fleet-events"
-    error_message = "push to <function URL>/projects/<project>/topics/<topic>: ${google_pubsub_subscription.ingest.push_config[0].push_endpoint}"
+    condition     = google_pubsub_subscription.ingest["pc-eu"].push_config[0].push_endpoint == "${google_cloudfunctions2_function.ingest.service_config[0].uri}/projects/studio-fleets/topics/fleet-events-pc-eu"
+    error_message = "push to <function URL>/projects/<project>/topics/<topic>: ${google_pubsub_subscription.ingest["pc-eu"].push_config[0].push_endpoint}"
   }
   assert {
-    condition     = google_pubsub_subscription.ingest.push_config[0].oidc_token[0].audience == google_cloudfunctions2_function.ingest.service_config[0].uri
+    condition     = google_pubsub_subscription.ingest["pc-eu"].push_config[0].oidc_token[0].audience == google_cloudfunctions2_function.ingest.service_config[0].uri
     error_message = "the push token's audience is the function's URL"
   }
 }
@@ -192,7 +196,7 @@ run "no_message_outlives_a_tombstone" {
     tombstone_retention = "72h"
   }
   assert {
-    condition     = google_pubsub_subscription.ingest.message_retention_duration == "129600s" && google_pubsub_subscription.dead_letter.message_retention_duration == "129600s" && google_pubsub_topic.events.message_retention_duration == "129600s"
+    condition     = google_pubsub_subscription.ingest["pc-eu"].message_retention_duration == "129600s" && google_pubsub_subscription.dead_letter.message_retention_duration == "129600s" && google_pubsub_topic.events["pc-eu"].message_retention_duration == "129600s"
     error_message = "the subscription, the dead letters and the topic each keep half of the 72 h tombstone retention"
   }
   assert {
@@ -293,13 +297,57 @@ run "a_longer_cluster_name_with_the_longest_prefix_is_refused" {
 run "outputs_give_each_cluster_its_publisher_flags" {
   command = apply
   assert {
-    condition     = output.publisher_flags["pc-eu"] == "--cluster=pc-eu --project=studio-fleets --topic=fleetcast-fleet-events --lease-namespace=fleetcast --cluster-labels=platform=pc,region=europe-west1"
+    condition     = output.publisher_flags["pc-eu"] == "--cluster=pc-eu --project=studio-fleets --topic=fleet-events-pc-eu --lease-namespace=fleetcast --cluster-labels=platform=pc,region=europe-west1"
     error_message = "publisher flags for pc-eu: ${output.publisher_flags["pc-eu"]}"
   }
   assert {
     condition     = output.publisher_service_accounts["pc-eu"] == google_service_account.publisher["pc-eu"].email
     error_message = "the publisher's service account per cluster"
   }
+}
+
+run "the_ingest_function_knows_the_topics_and_is_internal" {
+  command = apply
+  assert {
+    condition     = google_cloudfunctions2_function.ingest.service_config[0].environment_variables["TOPIC_PREFIX"] == "fleet-events-" && google_cloudfunctions2_function.ingest.service_config[0].environment_variables["MAX_CLOCK_SKEW"] == "10m"
+    error_message = "the function binds each topic to its cluster with the module's prefix"
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.ingest.service_config[0].ingress_settings == "ALLOW_INTERNAL_ONLY"
+    error_message = "only Pub/Sub pushes from the project reach the ingest function"
+  }
+}
+
+run "firestore_roles_hold_on_the_fleetcast_database_only" {
+  command = apply
+  assert {
+    condition     = alltrue([for m in [google_project_iam_member.ingest_firestore, google_project_iam_member.query_firestore] : m.condition[0].expression == "resource.name == \"projects/studio-fleets/databases/(default)\""])
+    error_message = "the functions' Datastore roles are conditioned on the database"
+  }
+}
+
+run "readers_read_firestore_and_call_the_query_api" {
+  command = apply
+  variables {
+    readers = ["serviceAccount:matchmaker-eu@studio-fleets.iam.gserviceaccount.com"]
+  }
+  assert {
+    condition     = google_project_iam_member.readers_firestore["serviceAccount:matchmaker-eu@studio-fleets.iam.gserviceaccount.com"].role == "roles/datastore.viewer" && length(google_project_iam_member.readers_firestore["serviceAccount:matchmaker-eu@studio-fleets.iam.gserviceaccount.com"].condition) == 1
+    error_message = "a reader views the fleetcast database"
+  }
+  assert {
+    condition     = contains(keys(google_cloud_run_v2_service_iam_member.query_invoker), "serviceAccount:matchmaker-eu@studio-fleets.iam.gserviceaccount.com")
+    error_message = "a reader may call the query API"
+  }
+}
+
+run "durations_are_positive_as_the_functions_require" {
+  command = plan
+  variables {
+    stale_after    = "0s"
+    max_clock_skew = "0m"
+  }
+  expect_failures = [var.stale_after, var.max_clock_skew]
 }
 
 run "a_cluster_name_must_be_a_dns_label" {
