@@ -89,6 +89,9 @@ type ClusterDocument struct {
 	IngestedAt  time.Time `json:"ingestedAt" firestore:"ingestedAt"`
 	FleetCount  int64     `json:"fleetCount" firestore:"fleetCount"`
 	Totals      DocStatus `json:"totals" firestore:"totals"`
+	// TotalsTruncated reports that Totals hold only the MaxAggregates
+	// counters and lists of the largest capacity.
+	TotalsTruncated bool `json:"totalsTruncated,omitempty" firestore:"totalsTruncated,omitempty"`
 }
 
 // Key returns the document's fleet key.
@@ -217,6 +220,7 @@ func ApplySnapshotToCluster(stored *ClusterDocument, snap Event, now time.Time) 
 		IngestedAt:      now,
 		FleetCount:      snap.Snapshot.FleetCount,
 		Totals:          *NewDocStatus(snap.Snapshot.Totals),
+		TotalsTruncated: snap.Snapshot.TotalsTruncated,
 	}
 }
 

@@ -95,6 +95,11 @@ type Snapshot struct {
 	// FleetCount and Totals are over the whole cluster, in every part.
 	FleetCount int64  `json:"fleetCount"`
 	Totals     Status `json:"totals"`
+	// TotalsTruncated reports that the cluster's fleets name more counters
+	// or lists than a status may hold: Totals keeps the MaxAggregates of
+	// each with the largest capacity. Added after schemaVersion 1's first
+	// release, with a default: older publishers omit it.
+	TotalsTruncated bool `json:"totalsTruncated"`
 }
 
 // FleetRef names a fleet within a cluster.

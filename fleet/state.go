@@ -1,8 +1,10 @@
 package fleet
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"unicode"
@@ -67,17 +69,28 @@ const (
 	MaxUIDLen          = 128
 )
 
-// Add sums o into s, key by key for counters and lists.
+// Add sums o into s, key by key for counters and lists. Sums saturate at
+// math.MaxInt64: Agones allows counter capacities near it, and a sum that
+// wrapped around would be negative, which no event may carry. The maps may
+// grow past MaxAggregates; Bound cuts them back.
 func (s *Status) Add(o Status) {
-	s.Replicas += o.Replicas
-	s.ReadyReplicas += o.ReadyReplicas
-	s.ReservedReplicas += o.ReservedReplicas
-	s.AllocatedReplicas += o.AllocatedReplicas
-	s.Allocations += o.Allocations
-	s.Players.Count += o.Players.Count
-	s.Players.Capacity += o.Players.Capacity
+	s.Replicas = satAdd(s.Replicas, o.Replicas)
+	s.ReadyReplicas = satAdd(s.ReadyReplicas, o.ReadyReplicas)
+	s.ReservedReplicas = satAdd(s.ReservedReplicas, o.ReservedReplicas)
+	s.AllocatedReplicas = satAdd(s.AllocatedReplicas, o.AllocatedReplicas)
+	s.Allocations = satAdd(s.Allocations, o.Allocations)
+	s.Players.Count = satAdd(s.Players.Count, o.Players.Count)
+	s.Players.Capacity = satAdd(s.Players.Capacity, o.Players.Capacity)
 	s.Counters = addAggregates(s.Counters, o.Counters)
 	s.Lists = addAggregates(s.Lists, o.Lists)
+}
+
+// satAdd adds two non-negative numbers, saturating at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 func addAggregates(dst, src map[string]Aggregate) map[string]Aggregate {
@@ -89,13 +102,40 @@ func addAggregates(dst, src map[string]Aggregate) map[string]Aggregate {
 	}
 	for k, v := range src {
 		d := dst[k]
-		d.Count += v.Count
-		d.Capacity += v.Capacity
-		d.AllocatedCount += v.AllocatedCount
-		d.AllocatedCapacity += v.AllocatedCapacity
+		d.Count = satAdd(d.Count, v.Count)
+		d.Capacity = satAdd(d.Capacity, v.Capacity)
+		d.AllocatedCount = satAdd(d.AllocatedCount, v.AllocatedCount)
+		d.AllocatedCapacity = satAdd(d.AllocatedCapacity, v.AllocatedCapacity)
 		dst[k] = d
 	}
 	return dst
+}
+
+// Bound keeps at most MaxAggregates counters and lists — those of the
+// largest capacity, ties by name — and reports whether it dropped any.
+// Totals summed over a cluster whose fleets name more than MaxAggregates
+// counters or lists would otherwise be an invalid snapshot.
+func (s *Status) Bound() bool {
+	c := boundAggregates(s.Counters)
+	l := boundAggregates(s.Lists)
+	return c || l
+}
+
+func boundAggregates(m map[string]Aggregate) bool {
+	if len(m) <= MaxAggregates {
+		return false
+	}
+	names := slices.Collect(maps.Keys(m))
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp.Compare(m[b].Capacity, m[a].Capacity); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for _, n := range names[MaxAggregates:] {
+		delete(m, n)
+	}
+	return true
 }
 
 // Equal reports whether s and o carry the same state. Nil and empty maps

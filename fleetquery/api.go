@@ -67,7 +67,10 @@ type Cluster struct {
 	HeartbeatAt time.Time         `json:"heartbeatAt"`
 	FleetCount  int64             `json:"fleetCount"`
 	Totals      fleet.DocStatus   `json:"totals"`
-	Stale       bool              `json:"stale"`
+	// TotalsTruncated: Totals hold only the fleet.MaxAggregates counters
+	// and lists of the largest capacity.
+	TotalsTruncated bool `json:"totalsTruncated"`
+	Stale           bool `json:"stale"`
 }
 
 // ClusterList lists every cluster.
@@ -81,7 +84,7 @@ func NewCluster(c *fleet.ClusterDocument, stale bool) Cluster {
 	t.Counters, t.Lists = nonNil(t.Counters), nonNil(t.Lists)
 	return Cluster{
 		Cluster: c.Cluster, Labels: nonNil(c.Labels), Publisher: c.Publisher, HeartbeatAt: c.HeartbeatAt,
-		FleetCount: c.FleetCount, Totals: t, Stale: stale,
+		FleetCount: c.FleetCount, Totals: t, TotalsTruncated: c.TotalsTruncated, Stale: stale,
 	}
 }
 

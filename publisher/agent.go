@@ -264,22 +264,43 @@ func (a *Agent) snapshotLocked() {
 		entries = append(entries, fleet.SnapshotEntry{Namespace: k.Namespace, Name: k.Name, Version: e.version})
 		totals.Add(e.published.Status)
 	}
-	a.seq++
+	// Sums saturate; more counter or list names than a status may hold
+	// keep the largest: no cluster can make its snapshot invalid.
+	truncated := totals.Bound()
 	base := fleet.Event{
 		SchemaVersion: fleet.SchemaVersion,
 		Kind:          fleet.KindSnapshot,
 		Cluster:       a.cfg.Cluster,
-		Version:       fleet.Version{Term: a.term, Seq: a.seq},
+		Version:       fleet.Version{Term: a.term, Seq: a.seq + 1},
 		ObservedAt:    fleet.MicrosOf(now),
 		Publisher:     a.cfg.Publisher,
 	}
-	for _, part := range fleet.SplitSnapshot(entries, a.cfg.SnapshotPartBytes) {
+	parts := fleet.SplitSnapshot(entries, a.cfg.SnapshotPartBytes)
+	events := make([]fleet.Event, len(parts))
+	for i, part := range parts {
 		ev := base
 		ev.Snapshot = part
 		ev.Snapshot.ClusterLabels = a.cfg.ClusterLabels
 		ev.Snapshot.FleetCount = int64(len(entries))
 		ev.Snapshot.Totals = totals
+		ev.Snapshot.TotalsTruncated = truncated
+		// Validated before the version is taken: a snapshot the sender
+		// would drop must never stop the heartbeats unnoticed.
+		if err := ev.Validate(); err != nil {
+			a.metrics.InvalidSnapshots.Inc()
+			a.log.Error("cannot take a valid snapshot; no heartbeat this time", logging.KeyCluster, a.cfg.Cluster,
+				"part", i, "parts", len(parts), logging.KeyError, err.Error())
+			return
+		}
+		events[i] = ev
+	}
+	a.seq++
+	for _, ev := range events {
 		a.sink.Enqueue(ev)
+	}
+	if truncated {
+		a.log.Warn("the cluster's fleets name more counters or lists than snapshot totals hold; totals keep the largest",
+			logging.KeyCluster, a.cfg.Cluster, "max", fleet.MaxAggregates)
 	}
 	a.metrics.LastSnapshot.Set(float64(now.UnixNano()) / 1e9)
 	a.log.Debug("snapshot", logging.KeyCluster, a.cfg.Cluster, logging.KeyVersion, base.Version.String(), "fleets", len(entries))

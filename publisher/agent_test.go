@@ -1,8 +1,10 @@
 package publisher
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -308,4 +310,50 @@ func TestAgentRefreshesUnchangedFleetsAsObservedNow(t *testing.T) {
 	assert.Equal(t, published.Fleet, refresh.Fleet)
 	assert.Equal(t, fleet.MicrosOf(clk.Now()), refresh.ObservedAt, "observed at the refresh")
 	assert.NoError(t, fleet.CheckTimes(refresh, clk.Now(), 24*time.Hour, fleet.DefaultMaxClockSkew))
+}
+
+// TestAgentSnapshotsOfAnyValidClusterAreValid: fleets that together name
+// 1 001 counters with capacities near math.MaxInt64 still heartbeat, with
+// totals that saturate and keep the largest 1 000 names.
+func TestAgentSnapshotsOfAnyValidClusterAreValid(t *testing.T) {
+	a, sink, _ := newTestAgent(t)
+	a.StartTerm(100)
+	sink.take(t)
+	for f := range 3 {
+		counters := map[string]fleet.Aggregate{}
+		for i := range 334 {
+			counters[fmt.Sprintf("c%d-%03d", f, i)] = fleet.Aggregate{Count: 1, Capacity: math.MaxInt64 - int64(i)}
+		}
+		counters["shared"] = fleet.Aggregate{Count: 1, Capacity: math.MaxInt64}
+		s := state(1)
+		s.Status.Counters = counters
+		a.Upsert(key(fmt.Sprintf("f%d", f)), s)
+	}
+	sink.take(t)
+	a.Snapshot()
+	evs := sink.take(t) // take validates every event
+	require.Equal(t, []fleet.Kind{fleet.KindSnapshot}, kinds(evs), "a heartbeat")
+	snap := evs[0].Snapshot
+	assert.True(t, snap.TotalsTruncated)
+	assert.Len(t, snap.Totals.Counters, fleet.MaxAggregates)
+	assert.Equal(t, int64(math.MaxInt64), snap.Totals.Counters["shared"].Capacity, "saturated, not wrapped")
+	assert.Equal(t, int64(3), snap.Totals.Counters["shared"].Count)
+	assert.Zero(t, testutil.ToFloat64(a.metrics.InvalidSnapshots))
+}
+
+// TestAgentTakesNoVersionForASnapshotItCannotSend: a snapshot that would
+// be invalid is not stamped: the next valid one takes the next version.
+func TestAgentTakesNoVersionForASnapshotItCannotSend(t *testing.T) {
+	a, sink, _ := newTestAgent(t)
+	a.StartTerm(100)
+	first := sink.take(t)
+	a.cfg.ClusterLabels = map[string]string{"not a label key": "x"}
+	a.Snapshot()
+	assert.Empty(t, sink.take(t))
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.metrics.InvalidSnapshots))
+	a.cfg.ClusterLabels = nil
+	a.Snapshot()
+	evs := sink.take(t)
+	require.Len(t, evs, 1)
+	assert.Equal(t, first[0].Version.Seq+1, evs[0].Version.Seq, "the refused snapshot used no version")
 }

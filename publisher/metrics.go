@@ -20,6 +20,9 @@ type Metrics struct {
 	Invalid prometheus.Counter
 	// Refreshed counts last events re-sent by the refresh.
 	Refreshed prometheus.Counter
+	// InvalidSnapshots counts snapshots not taken because they would be
+	// invalid (none should be: totals are bounded).
+	InvalidSnapshots prometheus.Counter
 	// PublishLatency is the time from stamping an event to Pub/Sub's ack.
 	PublishLatency prometheus.Histogram
 	// LastSnapshot is the Unix time of the last snapshot stamped.
@@ -63,6 +66,10 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) (*Metrics, er
 			Name: "fleetcast_publisher_refreshed_total",
 			Help: "Fleets' last events re-sent unchanged (--refresh-interval), to heal messages lost after Pub/Sub accepted them.",
 		}),
+		InvalidSnapshots: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetcast_publisher_invalid_snapshots_total",
+			Help: "Snapshots not taken because they would be invalid (logged at ERROR): no heartbeat that time.",
+		}),
 		LastSnapshot: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleetcast_publisher_last_snapshot_timestamp_seconds",
 			Help: "Unix time of the last snapshot stamped.",
@@ -77,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) (*Metrics, er
 		}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.Publishes, m.InformerEvents, m.Coalesced, m.Unchanged, m.Invalid, m.Refreshed,
+		m.Publishes, m.InformerEvents, m.Coalesced, m.Unchanged, m.Invalid, m.Refreshed, m.InvalidSnapshots,
 		m.PublishLatency, m.LastSnapshot, m.Leader, m.Term,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fleetcast_publisher_pending_fleets",

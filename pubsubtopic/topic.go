@@ -32,15 +32,18 @@ const (
 
 // Message returns the Pub/Sub message of ev: its JSON encoding (validated
 // by the topic's Avro schema at publish), the attributes, and an ordering
-// key per fleet (per cluster for snapshots), so that Pub/Sub delivers one
-// fleet's events in publish order where it can. Correctness never depends on
-// that order: the versions decide.
+// key per fleet (none for snapshots), so that Pub/Sub delivers one fleet's
+// events in publish order where it can. Correctness never depends on that
+// order: the versions decide.
 func Message(ev fleet.Event) (*pubsub.Message, error) {
 	data, err := fleet.EncodeEvent(ev)
 	if err != nil {
 		return nil, err
 	}
-	key := ev.Cluster
+	// Snapshots go without an ordering key: a part that keeps failing
+	// would otherwise hold up every later heartbeat of its cluster.
+	// Their versions order them.
+	key := ""
 	if ev.Kind != fleet.KindSnapshot {
 		key = ev.Key().DocID()
 	}
@@ -132,7 +135,9 @@ func (t *Transport) Send(ctx context.Context, ev fleet.Event) error {
 	if _, err := t.pub.Publish(ctx, msg).Get(ctx); err != nil {
 		// A failed publish pauses its ordering key until resumed; the
 		// caller retries with the latest state of the fleet.
-		t.pub.ResumePublish(msg.OrderingKey)
+		if msg.OrderingKey != "" {
+			t.pub.ResumePublish(msg.OrderingKey)
+		}
 		if status.Code(err) == codes.InvalidArgument {
 			// Pub/Sub refused the message itself (the topic's schema,
 			// its size): sending it again cannot help.
