@@ -3,6 +3,7 @@ package emulatortests
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,4 +58,53 @@ func TestACounterRichClusterStillHeartbeats(t *testing.T) {
 	assert.Len(t, cl.Totals.Counters, 1000)
 	assert.Equal(t, int64(math.MaxInt64), cl.Totals.Counters["shared"].Capacity, "saturated, not wrapped")
 	assert.Equal(t, int64(2), cl.Totals.Counters["shared"].Count)
+}
+
+// TestAFleetThatCannotBePublishedWholeIsPublishedDegraded: on the real API
+// server, a fleet whose included annotation outgrows its limit, and one
+// whose 1 000 long counter names make its event too large, are published
+// with those parts dropped and marked degraded — not dropped after their
+// versions were stamped — and the snapshots vouch for what was sent.
+func TestAFleetThatCannotBePublishedWholeIsPublishedDegraded(t *testing.T) {
+	c := controlplane.Require(t, cp, cpErr)
+	p := newPipeline(t)
+	ns := kubetest.NewNamespace(t, c)
+	p.nsName = ns.Name
+
+	ns.CreateFleet(ns.Name, "annotated", map[string]string{"platform": "pc"})
+	ns.Patch(ns.Name, "annotated", map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		"fleetcast.dev/notes": strings.Repeat("n", fleet.MaxAnnotationValue+1),
+	}}})
+	ns.CreateFleet(ns.Name, "counted", map[string]string{"platform": "pc"})
+	counters := map[string]any{}
+	for i := range fleet.MaxAggregates {
+		counters[fmt.Sprintf("%0250d", i)] = map[string]any{"count": int64(1), "capacity": int64(math.MaxInt64)}
+	}
+	ns.SetStatus(ns.Name, "counted", map[string]any{"replicas": int64(3), "readyReplicas": int64(2), "counters": counters})
+
+	cfg := p.publisherConfig(ns.Name)
+	cfg.Projection.IncludeAnnotations = []string{"fleetcast.dev/*"}
+	cfg.SnapshotInterval = time.Second
+	kubetest.StartPublisher(t, cfg, c.RESTConfig(), p.transport(""))
+	p.waitFleets("both published degraded", []string{"annotated", "counted"}, func(_ string, d *fleet.Document) bool {
+		return d != nil && !d.Deleted && d.Degraded != ""
+	})
+	annotated, _ := p.doc("annotated")
+	assert.Empty(t, annotated.Annotations)
+	assert.Contains(t, annotated.Degraded, "dropped annotations")
+	assert.Equal(t, "pc", annotated.Labels["platform"], "what fits stays")
+	counted, _ := p.doc("counted")
+	assert.Empty(t, counted.Status.Counters)
+	assert.Equal(t, int64(2), counted.Status.ReadyReplicas)
+	assert.Contains(t, counted.Degraded, "counters")
+
+	// Snapshots list both at the versions sent: nothing is tombstoned.
+	eventually(t, "a heartbeat of both fleets", func() bool {
+		cl, _ := p.clusterDoc()
+		return cl != nil && cl.FleetCount == 2 && cl.SnapshotVersion.Seq > counted.Version.Seq
+	})
+	for _, n := range []string{"annotated", "counted"} {
+		d, _ := p.doc(n)
+		assert.False(t, d.Deleted, n)
+	}
 }

@@ -32,6 +32,8 @@ type Document struct {
 	Annotations map[string]string `json:"annotations,omitempty" firestore:"annotations,omitempty"`
 	Spec        *Spec             `json:"spec,omitempty" firestore:"spec,omitempty"`
 	Status      *DocStatus        `json:"status,omitempty" firestore:"status,omitempty"`
+	// Degraded says what the publisher dropped from the state, and why.
+	Degraded string `json:"degraded,omitempty" firestore:"degraded,omitempty"`
 
 	Publisher Publisher `json:"publisher" firestore:"publisher"`
 	// ObservedAt is when the publisher saw this state (its clock);
@@ -155,6 +157,7 @@ func ApplyFleetEvent(stored *Document, ev Event, now time.Time, retention time.D
 		Annotations: ev.Fleet.Annotations,
 		Spec:        &ev.Fleet.Spec,
 		Status:      NewDocStatus(ev.Fleet.Status),
+		Degraded:    ev.Fleet.Degraded,
 		Publisher:   ev.Publisher,
 		ObservedAt:  observed,
 		IngestedAt:  now,

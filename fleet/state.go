@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -19,6 +20,10 @@ type State struct {
 	Annotations map[string]string `json:"annotations"`
 	Spec        Spec              `json:"spec"`
 	Status      Status            `json:"status"`
+	// Degraded, when not empty, says what Fit dropped from the fleet's
+	// state to publish it, and why. Added after schemaVersion 1's first
+	// release, with a default: older publishers omit it.
+	Degraded string `json:"degraded"`
 }
 
 // Spec is the part of a Fleet's spec that matchmakers and autoscalers use.
@@ -67,7 +72,78 @@ const (
 	MaxAggregates      = 1000 // Agones' CRD: maxProperties of counters and lists
 	MaxAggregateKey    = 256
 	MaxUIDLen          = 128
+	MaxDegradedLen     = 1024
 )
+
+// upsertEnvelope bounds what an upsert adds around its state: kind,
+// cluster, namespace, name, version, times, publisher and an empty
+// snapshot, all at their longest.
+const upsertEnvelope = 4 << 10
+
+// Fit returns s as it can be published: unchanged when it is valid and an
+// upsert of it fits MaxUpsertBytes; otherwise reduced by dropping, in this
+// order and only as far as needed, the annotations, the lists, the
+// counters, the labels, and a scheduling or strategy type this version
+// does not know — with Degraded saying what was dropped and the first
+// reason. ok is false when even that does not fit (an invalid UID, a
+// negative count): such a fleet cannot be published at all.
+func Fit(s State) (fitted State, ok bool) {
+	s.Degraded = ""
+	first := fits(s)
+	if first == nil {
+		return s, true
+	}
+	steps := []struct {
+		what string
+		drop func(*State)
+	}{
+		{"annotations", func(s *State) { s.Annotations = nil }},
+		{"lists", func(s *State) { s.Status.Lists = nil }},
+		{"counters", func(s *State) { s.Status.Counters = nil }},
+		{"labels", func(s *State) { s.Labels = nil }},
+		{"spec", func(s *State) { s.Spec.Scheduling, s.Spec.StrategyType = "", "" }},
+	}
+	s = s.Clone()
+	var dropped []string
+	for _, step := range steps {
+		step.drop(&s)
+		dropped = append(dropped, step.what)
+		if fits(s) == nil {
+			reason := fmt.Sprintf("dropped %s: %v", strings.Join(dropped, ", "), first)
+			if len(reason) > MaxDegradedLen {
+				reason = strings.ToValidUTF8(reason[:MaxDegradedLen-3], "") + "..."
+			}
+			s.Degraded = sanitize(reason)
+			return s, true
+		}
+	}
+	return State{}, false
+}
+
+// fits reports why s cannot be published as it is, or nil.
+func fits(s State) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("%w: fleet: %v", ErrInvalid, err)
+	}
+	if n := len(b) + upsertEnvelope; n > MaxUpsertBytes {
+		return fmt.Errorf("%w: fleet: an upsert of about %d bytes exceeds %d", ErrInvalid, n, MaxUpsertBytes)
+	}
+	return nil
+}
+
+// sanitize keeps only printable characters.
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return ' '
+	}, s)
+}
 
 // Add sums o into s, key by key for counters and lists. Sums saturate at
 // math.MaxInt64: Agones allows counter capacities near it, and a sum that
@@ -145,7 +221,8 @@ func (s State) Equal(o State) bool {
 		maps.Equal(s.Labels, o.Labels) &&
 		maps.Equal(s.Annotations, o.Annotations) &&
 		s.Spec == o.Spec &&
-		s.Status.Equal(o.Status)
+		s.Status.Equal(o.Status) &&
+		s.Degraded == o.Degraded
 }
 
 // Equal reports whether s and o are the same status.
@@ -174,6 +251,9 @@ func (s State) Clone() State {
 func (s State) Validate() error {
 	if len(s.UID) > MaxUIDLen || !printable(s.UID) {
 		return fmt.Errorf("%w: fleet.uid: must be at most %d printable characters", ErrInvalid, MaxUIDLen)
+	}
+	if len(s.Degraded) > MaxDegradedLen || !printable(s.Degraded) {
+		return fmt.Errorf("%w: fleet.degraded: must be at most %d printable characters", ErrInvalid, MaxDegradedLen)
 	}
 	if err := ValidateLabels("fleet.labels", s.Labels); err != nil {
 		return err

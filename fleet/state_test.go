@@ -3,6 +3,7 @@ package fleet
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -34,4 +35,56 @@ func TestStatusBoundKeepsTheLargestCapacities(t *testing.T) {
 	assert.Len(t, s.Lists, 1)
 	require.NoError(t, s.validate("totals"))
 	assert.False(t, s.Bound(), "nothing more to cut")
+}
+
+func TestFitDropsOptionalPartsInOrder(t *testing.T) {
+	base := State{UID: "u", Labels: map[string]string{"platform": "pc"}, Spec: Spec{Replicas: 3, Scheduling: "Packed"},
+		Status: Status{ReadyReplicas: 3, Counters: map[string]Aggregate{"rooms": {Capacity: 4}}, Lists: map[string]Aggregate{"players": {Capacity: 8}}}}
+	got, ok := Fit(base)
+	require.True(t, ok)
+	assert.Empty(t, got.Degraded, "a valid, small state is published as it is")
+	assert.True(t, got.Equal(base))
+
+	big := base.Clone()
+	big.Annotations = map[string]string{}
+	for i := range MaxAnnotations {
+		big.Annotations[fmt.Sprintf("fleetcast.dev/a%02d", i)] = strings.Repeat("x", MaxAnnotationValue)
+	}
+	got, ok = Fit(big)
+	require.True(t, ok)
+	assert.Nil(t, got.Annotations)
+	assert.Equal(t, base.Status.Counters, got.Status.Counters, "only as much as needed is dropped")
+	assert.Equal(t, base.Labels, got.Labels)
+	assert.Contains(t, got.Degraded, "dropped annotations: ")
+	assert.Contains(t, got.Degraded, "exceeds")
+	require.NoError(t, got.Validate())
+	assert.NotNil(t, big.Annotations, "the input is not modified")
+
+	invalid := base.Clone()
+	invalid.Annotations = map[string]string{"fleetcast.dev/notes": strings.Repeat("y", MaxAnnotationValue+1)}
+	got, ok = Fit(invalid)
+	require.True(t, ok)
+	assert.Contains(t, got.Degraded, "fleet.annotations")
+
+	manyCounters := base.Clone()
+	manyCounters.Status.Counters = map[string]Aggregate{}
+	for i := range MaxAggregates {
+		manyCounters.Status.Counters[fmt.Sprintf("%0255d", i)] = Aggregate{Count: math.MaxInt64, Capacity: math.MaxInt64}
+	}
+	got, ok = Fit(manyCounters)
+	require.True(t, ok)
+	assert.Nil(t, got.Status.Counters)
+	assert.Nil(t, got.Status.Lists, "lists go before counters")
+	assert.Equal(t, base.Labels, got.Labels)
+	assert.Contains(t, got.Degraded, "dropped annotations, lists, counters: ")
+
+	unknown := base.Clone()
+	unknown.Spec.Scheduling = "Spread"
+	got, ok = Fit(unknown)
+	require.True(t, ok)
+	assert.Empty(t, got.Spec.Scheduling)
+	assert.Contains(t, got.Degraded, "spec")
+
+	_, ok = Fit(State{UID: strings.Repeat("u", MaxUIDLen+1)})
+	assert.False(t, ok, "an invalid UID cannot be fitted")
 }

@@ -30,6 +30,8 @@ type Fleet struct {
 	LagMillis         int64                         `json:"lagMillis"`
 	Version           fleet.Version                 `json:"version"`
 	Stale             bool                          `json:"stale"`
+	// Degraded says what the publisher dropped from the state, and why.
+	Degraded string `json:"degraded,omitempty"`
 }
 
 // FleetList is a page of fleets.
@@ -45,7 +47,7 @@ func NewFleet(d *fleet.Document, stale bool) Fleet {
 	f := Fleet{
 		Cluster: d.Cluster, Namespace: d.Namespace, Name: d.Name,
 		Labels: nonNil(d.Labels), Annotations: d.Annotations,
-		ObservedAt: d.ObservedAt, LagMillis: d.LagMillis, Version: d.Version, Stale: stale,
+		ObservedAt: d.ObservedAt, LagMillis: d.LagMillis, Version: d.Version, Stale: stale, Degraded: d.Degraded,
 		Counters: map[string]fleet.DocAggregate{}, Lists: map[string]fleet.DocAggregate{},
 	}
 	if d.Spec != nil {

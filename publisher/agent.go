@@ -217,6 +217,25 @@ func (a *Agent) Flush() {
 	}
 }
 
+// Unvouch takes back a fleet's last published state when Pub/Sub refused
+// its event (ev): snapshots no longer list a version whose event was never
+// sent, and the fleet's next change is published afresh. It does nothing
+// when the fleet has a newer version since.
+func (a *Agent) Unvouch(ev fleet.Event) {
+	if ev.Kind != fleet.KindUpsert {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.fleets[ev.Key()]
+	if e == nil || e.published == nil || e.version != ev.Version {
+		return
+	}
+	e.published = nil
+	a.metrics.Unvouched.Inc()
+	a.log.Error("fleet left out of snapshots: Pub/Sub refused its last event", logging.KeyFleet, ev.Key().DocID(), logging.KeyVersion, ev.Version.String())
+}
+
 // Term returns the current term, 0 while not the writer.
 func (a *Agent) Term() int64 {
 	a.mu.Lock()

@@ -357,3 +357,32 @@ func TestAgentTakesNoVersionForASnapshotItCannotSend(t *testing.T) {
 	require.Len(t, evs, 1)
 	assert.Equal(t, first[0].Version.Seq+1, evs[0].Version.Seq, "the refused snapshot used no version")
 }
+
+// TestAgentNeverVouchesForARefusedVersion: once Pub/Sub refused a fleet's
+// event, snapshots leave the fleet out until its next change is published.
+func TestAgentNeverVouchesForARefusedVersion(t *testing.T) {
+	a, sink, clk := newTestAgent(t)
+	a.StartTerm(100)
+	a.Upsert(key("a"), state(1))
+	a.Upsert(key("b"), state(1))
+	evs := sink.take(t)
+	refused := evs[len(evs)-1]
+	require.Equal(t, "b", refused.Name)
+
+	a.Unvouch(refused)
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.metrics.Unvouched))
+	a.Snapshot()
+	snap := sink.take(t)[0].Snapshot
+	require.Len(t, snap.Fleets, 1)
+	assert.Equal(t, "a", snap.Fleets[0].Name, "b's refused version is not listed")
+
+	clk.Step(2 * time.Second)
+	a.Upsert(key("b"), state(2))
+	evs = sink.take(t)
+	require.Len(t, evs, 1, "b's next change is published afresh")
+	a.Snapshot()
+	assert.Len(t, sink.take(t)[0].Snapshot.Fleets, 2)
+
+	a.Unvouch(refused) // an older version: nothing to take back
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.metrics.Unvouched))
+}

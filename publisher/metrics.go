@@ -20,6 +20,12 @@ type Metrics struct {
 	Invalid prometheus.Counter
 	// Refreshed counts last events re-sent by the refresh.
 	Refreshed prometheus.Counter
+	// Degraded counts fleet updates published with parts of their state
+	// dropped to fit (fleet.Fit).
+	Degraded prometheus.Counter
+	// Unvouched counts fleets left out of snapshots because Pub/Sub
+	// refused their last event.
+	Unvouched prometheus.Counter
 	// InvalidSnapshots counts snapshots not taken because they would be
 	// invalid (none should be: totals are bounded).
 	InvalidSnapshots prometheus.Counter
@@ -66,6 +72,14 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) (*Metrics, er
 			Name: "fleetcast_publisher_refreshed_total",
 			Help: "Fleets' last events re-sent unchanged (--refresh-interval), to heal messages lost after Pub/Sub accepted them.",
 		}),
+		Degraded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetcast_publisher_degraded_fleets_total",
+			Help: "Fleet updates published with parts of their state dropped to fit (logged at ERROR).",
+		}),
+		Unvouched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetcast_publisher_unvouched_fleets_total",
+			Help: "Fleets left out of snapshots because Pub/Sub refused their last event.",
+		}),
 		InvalidSnapshots: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fleetcast_publisher_invalid_snapshots_total",
 			Help: "Snapshots not taken because they would be invalid (logged at ERROR): no heartbeat that time.",
@@ -84,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) (*Metrics, er
 		}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.Publishes, m.InformerEvents, m.Coalesced, m.Unchanged, m.Invalid, m.Refreshed, m.InvalidSnapshots,
+		m.Publishes, m.InformerEvents, m.Coalesced, m.Unchanged, m.Invalid, m.Refreshed, m.InvalidSnapshots, m.Degraded, m.Unvouched,
 		m.PublishLatency, m.LastSnapshot, m.Leader, m.Term,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fleetcast_publisher_pending_fleets",

@@ -86,6 +86,9 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		SnapshotPartBytes: cfg.SnapshotPartBytes,
 		RefreshInterval:   cfg.RefreshInterval,
 	}, RealClock{}, sender, metrics, log)
+	// A version whose event Pub/Sub refused is never vouched for in a
+	// snapshot.
+	sender.OnRefused(agent.Unvouch)
 
 	// The sender outlives ctx: it must deliver what the shutdown flushes.
 	sendCtx, stopSender := context.WithCancel(context.WithoutCancel(ctx))
@@ -246,15 +249,22 @@ func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agen
 		if err == nil {
 			err = k.Validate()
 		}
-		if err == nil {
-			err = s.Validate()
-		}
 		if err != nil {
 			m.Invalid.Inc()
 			log.Error("fleet not published: its state is invalid", logging.KeyFleet, u.GetNamespace()+"/"+u.GetName(), logging.KeyError, err.Error())
 			return
 		}
-		agent.Upsert(k, s)
+		fitted, ok := fleet.Fit(s)
+		if !ok {
+			m.Invalid.Inc()
+			log.Error("fleet not published: its state is invalid even reduced", logging.KeyFleet, k.DocID(), logging.KeyError, s.Validate().Error())
+			return
+		}
+		if fitted.Degraded != "" {
+			m.Degraded.Inc()
+			log.Error("fleet published degraded: parts of its state dropped to fit", logging.KeyFleet, k.DocID(), logging.KeyReason, fitted.Degraded)
+		}
+		agent.Upsert(k, fitted)
 	}
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {

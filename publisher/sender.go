@@ -55,6 +55,16 @@ type Sender struct {
 	// refused holds the keys whose last event Pub/Sub refused, logged once
 	// until one of theirs is published (a delete included).
 	refused map[string]struct{}
+	// onRefused, if set, hears of every event dropped as refused.
+	onRefused func(fleet.Event)
+}
+
+// OnRefused sets f to be called, outside the Sender's lock, with every
+// event dropped because it can never be published.
+func (s *Sender) OnRefused(f func(fleet.Event)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onRefused = f
 }
 
 type outgoing struct {
@@ -216,6 +226,12 @@ func (s *Sender) dispatch(ctx context.Context) time.Time {
 
 func (s *Sender) send(ctx context.Context, key string, o *outgoing, gen uint64) {
 	err := s.transport.Send(ctx, o.ev)
+	var refused func(fleet.Event)
+	defer func() {
+		if refused != nil {
+			refused(o.ev)
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.inflight, key)
@@ -230,6 +246,7 @@ func (s *Sender) send(ctx context.Context, key string, o *outgoing, gen uint64) 
 		// fleet until one of its events goes through again, so that a
 		// fleet that keeps changing does not flood the log.
 		s.metrics.Publishes.WithLabelValues(kind, "invalid").Inc()
+		refused = s.onRefused
 		if _, said := s.refused[key]; !said {
 			s.refused[key] = struct{}{}
 			s.log.Error("dropping an event that cannot be published; later ones of this key are dropped quietly until one succeeds",

@@ -178,6 +178,8 @@ func TestSenderDropsRefusedEventsAndSaysSoOncePerFleet(t *testing.T) {
 	var logs lockedBuffer
 	s := NewSender(SenderConfig{InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}, bus,
 		clock.RealClock{}, testMetrics(t), slog.New(slog.NewJSONHandler(&logs, nil)))
+	var heard sync.Map
+	s.OnRefused(func(ev fleet.Event) { heard.Store(ev.Version.Seq, ev.Name) })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
@@ -195,6 +197,10 @@ func TestSenderDropsRefusedEventsAndSaysSoOncePerFleet(t *testing.T) {
 	assert.Equal(t, 3.0, testutil.ToFloat64(s.metrics.Publishes.WithLabelValues(string(fleet.KindUpsert), "invalid")))
 	assert.Equal(t, 1, strings.Count(logs.String(), "cannot be published"), "said once for the fleet")
 	assert.Len(t, bus.received(), 1, "the other fleet's event goes through")
+	for seq := int64(1); seq <= 3; seq++ {
+		name, ok := heard.Load(seq)
+		assert.True(t, ok && name == "bad", "the agent hears of refused event %d", seq)
+	}
 
 	// Once the fleet publishes again, a later refusal is said again.
 	bus.mu.Lock()

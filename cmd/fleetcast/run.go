@@ -365,7 +365,7 @@ func printFleets(w io.Writer, format string, fleets []fleetquery.Fleet) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	header := "CLUSTER\tNAMESPACE\tNAME\tREADY\tALLOCATED\tREPLICAS\tLAG\tSTALE"
 	if format == "wide" {
-		header += "\tCOUNTERS\tLABELS"
+		header += "\tCOUNTERS\tLABELS\tDEGRADED"
 	}
 	fmt.Fprintln(tw, header)
 	for _, f := range fleets {
@@ -388,7 +388,7 @@ func fleetRow(f fleetquery.Fleet, wide bool) string {
 		for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
 			ls = append(ls, k+"="+f.Labels[k])
 		}
-		row += "\t" + orNone(strings.Join(counters, ",")) + "\t" + orNone(strings.Join(ls, ","))
+		row += "\t" + orNone(strings.Join(counters, ",")) + "\t" + orNone(strings.Join(ls, ",")) + "\t" + orNone(f.Degraded)
 	}
 	return row
 }
