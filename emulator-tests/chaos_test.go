@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httputil"
@@ -175,12 +176,23 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 	push := &chaosPush{proxy: httputil.NewSingleHostReverseProxy(target), rng: rand.New(rand.NewPCG(seed, 1)), log: log}
 	pushSrv := newHTTPServer(t, push)
 	p := newPipelineTo(t, &function{url: pushSrv + "/", logs: fn.logs})
+	// Another cluster, whose topic forges events claiming p's cluster.
+	attacker := newPipelineTo(t, &function{url: pushSrv + "/", logs: fn.logs})
 	ns := kubetest.NewNamespace(t, c)
 	p.nsName = ns.Name
 	bus := &chaosTransport{inner: p.transport(""), rng: rand.New(rand.NewPCG(seed, 2)), log: log}
 	t.Cleanup(bus.wg.Wait)
+	// A stored document no event can read, in the cluster's range: it
+	// must hold up neither the heartbeats nor any other fleet.
+	poison := p.key("zz-poison").DocID()
+	_, err := p.fs.Collection(fleet.FleetsCollection).Doc(poison).Set(t.Context(), map[string]any{
+		"cluster": p.cluster, "namespace": ns.Name, "name": "zz-poison", "deleted": false, "version": "poisoned",
+	})
+	require.NoError(t, err)
+	log.add("firestore poisoned document %s", poison)
 
 	cfg := p.publisherConfig(ns.Name)
+	cfg.Projection.IncludeAnnotations = []string{"fleetcast.dev/*"}
 	cfg.MinInterval = 50 * time.Millisecond
 	cfg.SnapshotInterval = 500 * time.Millisecond
 	cfg.RefreshInterval = 2 * time.Second
@@ -191,8 +203,10 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 		instance++
 		cfg := cfg
 		cfg.ID = fmt.Sprintf("pub-%d", instance)
-		pubs = append(pubs, kubetest.StartPublisher(t, cfg, c.RESTConfig(), bus))
-		log.add("publisher %s starts", cfg.ID)
+		// Some instances run on a clock up to 2 minutes off.
+		skew := time.Duration(rng.IntN(5)-2) * time.Minute
+		pubs = append(pubs, kubetest.StartPublisher(t, cfg, c.RESTConfig(), bus, kubetest.WithClockSkew(skew)))
+		log.add("publisher %s starts, its clock off by %v", cfg.ID, skew)
 	}
 	startPublisher()
 	startPublisher()
@@ -205,6 +219,12 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 	for op := range 40 {
 		<-time.After(time.Duration(rng.IntN(60)) * time.Millisecond)
 		name := names[rng.IntN(len(names))]
+		if rng.IntN(100) < 8 {
+			forged := chaosForgery(p, rng, name)
+			attacker.publish(forged)
+			log.add("forged %s %s %v on another cluster's topic", forged.Kind, forged.Name, forged.Version)
+			continue
+		}
 		switch r := rng.IntN(100); {
 		case !live[name] && r < 70:
 			ns.CreateFleet(ns.Name, name, map[string]string{"mode": "casual"})
@@ -215,10 +235,16 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 			ready := int64(rng.IntN(10))
 			ns.SetStatus(ns.Name, name, map[string]any{"readyReplicas": ready, "allocations": int64(op)})
 			log.add("status %s ready=%d allocations=%d", name, ready, op)
-		case r < 65:
+		case r < 60:
 			mode := []string{"casual", "ranked", "event"}[rng.IntN(3)]
 			ns.Patch(ns.Name, name, map[string]any{"metadata": map[string]any{"labels": map[string]any{"mode": mode}}})
 			log.add("label %s mode=%s", name, mode)
+		case r < 65:
+			// An included annotation past its limit makes the fleet
+			// degraded; a short one makes it whole again.
+			size := []int{16, fleet.MaxAnnotationValue + 1}[rng.IntN(2)]
+			ns.Patch(ns.Name, name, map[string]any{"metadata": map[string]any{"annotations": map[string]any{"fleetcast.dev/notes": strings.Repeat("n", size)}}})
+			log.add("annotate %s with %d bytes", name, size)
 		case r < 85:
 			ns.DeleteFleet(ns.Name, name)
 			live[name] = false
@@ -248,12 +274,34 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 	for _, item := range list.Items {
 		_, s, err := cfg.Projection.Project(p.cluster, &item)
 		require.NoError(t, err)
-		want[item.GetName()] = s
+		fitted, ok := fleet.Fit(s)
+		require.True(t, ok)
+		want[item.GetName()] = fitted
 	}
+	heartbeat := func() time.Time {
+		cl, _ := p.clusterDoc()
+		if cl == nil {
+			return time.Time{}
+		}
+		return cl.IngestedAt
+	}
+	afterFaults := time.Now()
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		diff := chaosDiff(t, p, want)
+		// No cluster's documents change through another cluster's topic:
+		// the forgeries claimed p's cluster (checked by the diff) and
+		// wrote nothing of the attacker's either.
+		if n := len(chaosDocs(t, attacker)); n > 0 {
+			diff["(attacker)"] = fmt.Sprintf("%d documents of the forging cluster", n)
+		}
+		if !heartbeat().After(afterFaults) {
+			diff["(heartbeat)"] = "no heartbeat ingested since the faults ended"
+		}
 		if len(diff) == 0 {
+			raw, err := p.fs.Collection(fleet.FleetsCollection).Doc(poison).Get(t.Context())
+			require.NoError(t, err)
+			require.Equal(t, "poisoned", raw.Data()["version"], "the unreadable document is left as it is")
 			return
 		}
 		if time.Now().After(deadline) {
@@ -265,18 +313,55 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 	}
 }
 
+// chaosForgery is an event claiming p's cluster that another cluster's
+// publisher (or anyone holding its account) might send: a snapshot that
+// would tombstone everything, a delete, or an upsert — with a real-looking
+// term, or the largest one and a heartbeat from year 9000.
+func chaosForgery(p *pipeline, rng *rand.Rand, name string) fleet.Event {
+	var ev fleet.Event
+	switch rng.IntN(3) {
+	case 0:
+		ev = p.snapshot(1, nil)
+	case 1:
+		ev = p.event(fleet.KindDelete, name, 1)
+		ev.Namespace = p.nsName
+	default:
+		ev = p.upsert(name, 1, 9)
+		ev.Namespace = p.nsName
+	}
+	ev.Version = fleet.Version{Term: time.Now().UnixMilli(), Seq: 1 << 40}
+	if rng.IntN(2) == 0 {
+		ev.Version.Term = math.MaxInt64
+		ev.ObservedAt = fleet.MicrosOf(time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC))
+	}
+	return ev
+}
+
+// chaosDocs returns the readable fleet documents of p's cluster by name
+// (tombstones included).
+func chaosDocs(tb testing.TB, p *pipeline) map[string]*fleet.Document {
+	tb.Helper()
+	docs, err := p.fs.Collection(fleet.FleetsCollection).Where("cluster", "==", p.cluster).Documents(tb.Context()).GetAll()
+	require.NoError(tb, err)
+	out := map[string]*fleet.Document{}
+	for _, s := range docs {
+		var d fleet.Document
+		if err := s.DataTo(&d); err != nil {
+			continue // the poisoned document
+		}
+		out[d.Name] = &d
+	}
+	return out
+}
+
 // chaosDiff compares the cluster's Firestore documents with the truth,
 // by fleet name.
 func chaosDiff(tb testing.TB, p *pipeline, want map[string]fleet.State) map[string]string {
 	tb.Helper()
-	docs, err := p.fs.Collection(fleet.FleetsCollection).Where("cluster", "==", p.cluster).Documents(tb.Context()).GetAll()
-	require.NoError(tb, err)
 	got := map[string]*fleet.Document{}
-	for _, s := range docs {
-		var d fleet.Document
-		require.NoError(tb, s.DataTo(&d))
+	for name, d := range chaosDocs(tb, p) {
 		if !d.Deleted {
-			got[d.Name] = &d
+			got[name] = d
 		}
 	}
 	diff := map[string]string{}
@@ -289,6 +374,8 @@ func chaosDiff(tb testing.TB, p *pipeline, want map[string]fleet.State) map[stri
 			diff[name] = fmt.Sprintf("stale metadata: labels %v, want %v", d.Labels, s.Labels)
 		case d.Status.ReadyReplicas != s.Status.ReadyReplicas || d.Status.Allocations != s.Status.Allocations:
 			diff[name] = fmt.Sprintf("stale status: ready %d allocations %d, want %d %d", d.Status.ReadyReplicas, d.Status.Allocations, s.Status.ReadyReplicas, s.Status.Allocations)
+		case (d.Degraded == "") != (s.Degraded == "") || !maps.Equal(d.Annotations, s.Annotations):
+			diff[name] = fmt.Sprintf("stale annotations: degraded %q annotations %d, want degraded %q annotations %d", d.Degraded, len(d.Annotations), s.Degraded, len(s.Annotations))
 		}
 	}
 	for name := range got {

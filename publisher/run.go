@@ -42,12 +42,19 @@ type Deps struct {
 	// Ready, if set, is called with the Agent once the informers synced
 	// (tests use it to observe the publisher).
 	Ready func(*Agent, *Sender)
+	// Clock stamps the events and the terms; RealClock when nil (tests
+	// give a publisher a skewed one).
+	Clock Clock
 }
 
 // Run runs the publisher until ctx ends, then flushes what is pending for
 // at most cfg.ShutdownGrace and releases the Lease.
 func Run(ctx context.Context, cfg Config, deps Deps) error {
 	log := deps.Log
+	var clk Clock = RealClock{}
+	if deps.Clock != nil {
+		clk = deps.Clock
+	}
 	reg := deps.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -85,7 +92,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		ClusterLabels:     cfg.ClusterLabels,
 		SnapshotPartBytes: cfg.SnapshotPartBytes,
 		RefreshInterval:   cfg.RefreshInterval,
-	}, RealClock{}, sender, metrics, log)
+	}, clk, sender, metrics, log)
 	// A version whose event Pub/Sub refused is never vouched for in a
 	// snapshot.
 	sender.OnRefused(agent.Unvouch)
@@ -132,7 +139,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	// Publishing lasts until the shutdown has flushed, not until ctx ends.
 	pubCtx, stopPublishing := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPublishing()
-	terms := NewTermStore(kube.CoordinationV1(), cfg.LeaseNamespace, cfg.LeaseName, time.Now)
+	terms := NewTermStore(kube.CoordinationV1(), cfg.LeaseNamespace, cfg.LeaseName, clk.Now)
 	var leadMu sync.Mutex
 	lead := func(lctx context.Context, holder string) {
 		term, ok := takeTerm(lctx, terms, holder, log)

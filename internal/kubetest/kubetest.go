@@ -137,22 +137,24 @@ type Publisher struct {
 
 // StartPublisher runs a publisher until the test ends (or Stop), and waits
 // until its informers synced.
-func StartPublisher(tb testing.TB, cfg publisher.Config, kube *rest.Config, t publisher.Transport) *Publisher {
+func StartPublisher(tb testing.TB, cfg publisher.Config, kube *rest.Config, t publisher.Transport, opts ...func(*publisher.Deps)) *Publisher {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Publisher{cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan struct{})
-	go func() {
-		p.done <- publisher.Run(ctx, cfg, publisher.Deps{
-			Kube:      kube,
-			Transport: t,
-			Log:       logging.New(LogWriter(cfg.ID), slog.LevelInfo),
-			Ready: func(a *publisher.Agent, s *publisher.Sender) {
-				p.Agent, p.Sender = a, s
-				close(ready)
-			},
-		})
-	}()
+	deps := publisher.Deps{
+		Kube:      kube,
+		Transport: t,
+		Log:       logging.New(LogWriter(cfg.ID), slog.LevelInfo),
+		Ready: func(a *publisher.Agent, s *publisher.Sender) {
+			p.Agent, p.Sender = a, s
+			close(ready)
+		},
+	}
+	for _, o := range opts {
+		o(&deps)
+	}
+	go func() { p.done <- publisher.Run(ctx, cfg, deps) }()
 	select {
 	case <-ready:
 	case err := <-p.done:
@@ -164,6 +166,20 @@ func StartPublisher(tb testing.TB, cfg publisher.Config, kube *rest.Config, t pu
 	}
 	tb.Cleanup(p.Stop)
 	return p
+}
+
+// WithClockSkew gives a publisher a clock off by skew: its events' times
+// and its terms are stamped that far from the real time.
+func WithClockSkew(skew time.Duration) func(*publisher.Deps) {
+	return func(d *publisher.Deps) { d.Clock = skewedClock{skew} }
+}
+
+type skewedClock struct{ skew time.Duration }
+
+func (c skewedClock) Now() time.Time { return time.Now().Add(c.skew) }
+
+func (c skewedClock) AfterFunc(d time.Duration, f func()) publisher.Stopper {
+	return time.AfterFunc(d, f)
 }
 
 // Stop shuts the publisher down (flushing, releasing its Lease) and waits;
