@@ -1,12 +1,9 @@
 package emulatortests
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/demo"
 	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/syncbuf"
 )
 
 // TestDemoRunsThePipeline runs make demo's program briefly: it checks by
@@ -26,11 +24,11 @@ func TestDemoRunsThePipeline(t *testing.T) {
 	controlplane.Require(t, cp, cpErr) // the binaries; the demo starts its own
 	emulator.Host(t, emulator.FirestoreHostEnv)
 	emulator.Host(t, emulator.PubSubHostEnv)
-	var out bytes.Buffer
+	var out syncbuf.Buffer
 	var queryURL string
 	err := demo.Run(t.Context(), demo.Options{
 		Duration:  25 * time.Second,
-		Out:       &syncWriter{w: &out},
+		Out:       &out,
 		ModuleDir: "..",
 		Ready:     func(url string) { queryURL = url },
 	})
@@ -42,18 +40,6 @@ func TestDemoRunsThePipeline(t *testing.T) {
 	var l fleetquery.FleetList
 	assert.Error(t, getJSONTest(queryURL+"/v1/fleets", &l))
 	assert.False(t, strings.Contains(out.String(), "panic"))
-}
-
-// syncWriter serialises writes from the demo's goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 func getJSONTest(url string, v any) error {

@@ -181,12 +181,18 @@ func (p *pipeline) snapshot(seq int64, live map[string]int64) fleet.Event {
 // doc reads a fleet document; nil when there is none.
 func (p *pipeline) doc(name string) (*fleet.Document, *firestore.DocumentSnapshot) {
 	p.tb.Helper()
-	snap, err := p.fs.Collection(fleet.FleetsCollection).Doc(p.key(name).DocID()).Get(p.tb.Context())
+	return getDoc[fleet.Document](p, fleet.FleetsCollection, p.key(name).DocID())
+}
+
+// getDoc reads and decodes one document; nil when there is none.
+func getDoc[T any](p *pipeline, collection, id string) (*T, *firestore.DocumentSnapshot) {
+	p.tb.Helper()
+	snap, err := p.fs.Collection(collection).Doc(id).Get(p.tb.Context())
 	if status.Code(err) == codes.NotFound {
 		return nil, nil
 	}
 	require.NoError(p.tb, err)
-	var d fleet.Document
+	var d T
 	require.NoError(p.tb, snap.DataTo(&d))
 	return &d, snap
 }
@@ -194,12 +200,5 @@ func (p *pipeline) doc(name string) (*fleet.Document, *firestore.DocumentSnapsho
 // clusterDoc reads the pipeline's cluster document; nil when there is none.
 func (p *pipeline) clusterDoc() (*fleet.ClusterDocument, *firestore.DocumentSnapshot) {
 	p.tb.Helper()
-	snap, err := p.fs.Collection(fleet.ClustersCollection).Doc(p.cluster).Get(p.tb.Context())
-	if status.Code(err) == codes.NotFound {
-		return nil, nil
-	}
-	require.NoError(p.tb, err)
-	var d fleet.ClusterDocument
-	require.NoError(p.tb, snap.DataTo(&d))
-	return &d, snap
+	return getDoc[fleet.ClusterDocument](p, fleet.ClustersCollection, p.cluster)
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/internal/syncbuf"
 )
 
 // fakeBus is a Transport that can be taken down; it records what it
@@ -175,7 +176,7 @@ func (b *refusingBus) Send(ctx context.Context, ev fleet.Event) error {
 
 func TestSenderDropsRefusedEventsAndSaysSoOncePerFleet(t *testing.T) {
 	bus := &refusingBus{refuse: map[string]bool{"bad": true}}
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	s := NewSender(SenderConfig{InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}, bus,
 		clock.RealClock{}, testMetrics(t), slog.New(slog.NewJSONHandler(&logs, nil)))
 	var heard sync.Map
@@ -214,22 +215,4 @@ func TestSenderDropsRefusedEventsAndSaysSoOncePerFleet(t *testing.T) {
 	s.Enqueue(upsertEvent("bad", 6, 6))
 	flush(t, s)
 	assert.Equal(t, 2, strings.Count(logs.String(), "cannot be published"))
-}
-
-// lockedBuffer is an io.Writer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/syncbuf"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -171,28 +171,10 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the watch's goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestWatchPrintsTheTableThenEachChange(t *testing.T) {
 	project, store := world(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"watch", "-l", "app.kubernetes.io/version=1.41"}, func(k string) string {
