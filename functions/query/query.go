@@ -208,13 +208,14 @@ func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any) {
 }
 
 // unavailable reports whether a store error means Firestore cannot answer
-// now but may later.
+// now but may later — or that the caller went away (nobody reads that
+// answer, and it is no fault to log as one).
 func unavailable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return true
 	}
 	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Canceled:
 		return true
 	}
 	return false

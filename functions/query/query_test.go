@@ -53,6 +53,7 @@ func TestOnlyUnavailabilityIsA503(t *testing.T) {
 		{status.Error(codes.Unavailable, "connection refused"), http.StatusServiceUnavailable, "WARNING"},
 		{fmt.Errorf("list: %w", context.DeadlineExceeded), http.StatusServiceUnavailable, "WARNING"},
 		{status.Error(codes.ResourceExhausted, "quota"), http.StatusServiceUnavailable, "WARNING"},
+		{status.Error(codes.Canceled, "the caller went away"), http.StatusServiceUnavailable, "WARNING"},
 		{status.Error(codes.PermissionDenied, "missing roles/datastore.viewer"), http.StatusInternalServerError, "ERROR"},
 		{status.Error(codes.FailedPrecondition, "the query requires an index"), http.StatusInternalServerError, "ERROR"},
 		{errors.New("decode fleets/x: cannot unmarshal"), http.StatusInternalServerError, "ERROR"},
