@@ -72,14 +72,16 @@ bench: ## Run every benchmark (about 20 min) on the emulators and the control pl
 	  | tee bin/bench.txt; \
 	$(GO) run ./internal/cmd/benchdoc -o BENCHMARKS.md bin/bench.txt
 
-# How many seeded random histories make chaos runs.
+# How many seeded random histories make chaos runs, from seed FIRST (run
+# shards side by side: make chaos SEEDS=500 FIRST=501).
 SEEDS ?= 200
+FIRST ?= 1
 
 .PHONY: chaos
 chaos: ## Randomized fault testing of the whole pipeline over SEEDS seeds (make test runs 20).
 	eval "$$($(CONTROLPLANE) build)"; \
 	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
-	$(EMULATORS) run -- $(GO) test -run '^TestChaos$$' -count=1 -timeout=0 -v ./emulator-tests/ -args -chaos.seeds=$(SEEDS) \
+	$(EMULATORS) run -- $(GO) test -run '^TestChaos$$' -count=1 -timeout=0 -v ./emulator-tests/ -args -chaos.seeds=$(SEEDS) -chaos.first=$(FIRST) \
 	  | grep -E '^(=== RUN|--- FAIL|\s+--- FAIL|ok|FAIL|PASS)|chaos: |diverges|^\s+[0-9]+ms ' 
 
 .PHONY: fuzz
