@@ -80,6 +80,9 @@ type Agent struct {
 	fleets map[fleet.Key]*entry
 	term   int64 // 0 while not the writer
 	seq    int64
+	// truncated: the last snapshot's totals were cut to MaxAggregates
+	// names (said when it starts and stops, not every snapshot).
+	truncated bool
 }
 
 // entry is the Agent's knowledge of one live fleet.
@@ -317,9 +320,14 @@ func (a *Agent) snapshotLocked() {
 	for _, ev := range events {
 		a.sink.Enqueue(ev)
 	}
-	if truncated {
-		a.log.Warn("the cluster's fleets name more counters or lists than snapshot totals hold; totals keep the largest",
-			logging.KeyCluster, a.cfg.Cluster, "max", fleet.MaxAggregates)
+	if truncated != a.truncated {
+		a.truncated = truncated
+		if truncated {
+			a.log.Warn("the cluster's fleets name more counters or lists than snapshot totals hold; totals keep the largest",
+				logging.KeyCluster, a.cfg.Cluster, "max", fleet.MaxAggregates)
+		} else {
+			a.log.Info("snapshot totals hold every counter and list again", logging.KeyCluster, a.cfg.Cluster)
+		}
 	}
 	a.metrics.LastSnapshot.Set(float64(now.UnixNano()) / 1e9)
 	a.log.Debug("snapshot", logging.KeyCluster, a.cfg.Cluster, logging.KeyVersion, base.Version.String(), "fleets", len(entries))

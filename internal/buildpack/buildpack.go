@@ -20,6 +20,7 @@ package buildpack
 import (
 	"bytes"
 	"context"
+	"embed"
 	"fmt"
 	"go/parser"
 	"go/token"
@@ -147,113 +148,19 @@ func majorMinor(v string) (int, int, error) {
 	return major, minor, nil
 }
 
-// The generated mains, in substance: the declarative one imports the
-// function package for its init(); the older ones call the target by name.
-var templates = map[Template]*template.Template{
-	Declarative: template.Must(template.New("declarative").Parse(`package main
+// The generated mains, in substance (templates/*.go.tmpl): the declarative
+// one imports the function package for its init(); the older ones call the
+// target by name. They are programs of their own, never compiled here.
+//
+//go:embed templates/*.go.tmpl
+var templateFiles embed.FS
 
-import (
-	"log"
-	"net/http"
-	"os"
-
-	_ "{{.Package}}"
-
-	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
-)
-
-func main() {
-	http.HandleFunc("/robots.txt", http.NotFound)
-	http.HandleFunc("/favicon.ico", http.NotFound)
-	port := os.Getenv("PORT")
-	if port == "" {
-		port = "8080"
-	}
-	if err := funcframework.Start(port); err != nil {
-		log.Fatalf("Function failed to start: %v\n", err)
-	}
-}
-`)),
-	V0: template.Must(template.New("v0").Parse(`package main
-
-import (
-	"log"
-	"net/http"
-	"os"
-
-	userfunction "{{.Package}}"
-
-	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
-)
-
-func register(fn interface{}) error {
-	if fnHTTP, ok := fn.(func(http.ResponseWriter, *http.Request)); ok {
-		funcframework.RegisterHTTPFunction("/", fnHTTP)
-		return nil
-	}
-	return funcframework.RegisterEventFunction("/", fn)
-}
-
-func main() {
-	if err := register(userfunction.{{.Target}}); err != nil {
-		log.Fatalf("Function failed to register: %v\n", err)
-	}
-	port := os.Getenv("PORT")
-	if port == "" {
-		port = "8080"
-	}
-	if err := funcframework.Start(port); err != nil {
-		log.Fatalf("Function failed to start: %v\n", err)
-	}
-}
-`)),
-	V1_1: template.Must(template.New("v1_1").Parse(`package main
-
-import (
-	"context"
-	"fmt"
-	"log"
-	"net/http"
-	"os"
-
-	userfunction "{{.Package}}"
-
-	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
-	cloudevents "github.com/cloudevents/sdk-go/v2"
-)
-
-func register(fn interface{}) error {
-	ctx := context.Background()
-	if fnHTTP, ok := fn.(func(http.ResponseWriter, *http.Request)); ok {
-		return funcframework.RegisterHTTPFunctionContext(ctx, "/", fnHTTP)
-	} else if fnCloudEvent, ok := fn.(func(context.Context, cloudevents.Event) error); ok {
-		return funcframework.RegisterCloudEventFunctionContext(ctx, "/", fnCloudEvent)
-	}
-	if err := funcframework.RegisterEventFunctionContext(ctx, "/", fn); err != nil {
-		return fmt.Errorf("register: %w", err)
-	}
-	return nil
-}
-
-func main() {
-	if err := register(userfunction.{{.Target}}); err != nil {
-		log.Fatalf("Function failed to register: %v\n", err)
-	}
-	port := os.Getenv("PORT")
-	if port == "" {
-		port = "8080"
-	}
-	if err := funcframework.Start(port); err != nil {
-		log.Fatalf("Function failed to start: %v\n", err)
-	}
-}
-`)),
-}
+var templates = template.Must(template.ParseFS(templateFiles, "templates/*.go.tmpl"))
 
 // Main renders the main package the buildpack would write.
 func Main(t Template, pkgPath, target string) ([]byte, error) {
-	tmpl, ok := templates[t]
-	if !ok {
+	tmpl := templates.Lookup(string(t) + ".go.tmpl")
+	if tmpl == nil {
 		return nil, fmt.Errorf("unknown template %q", t)
 	}
 	var b bytes.Buffer
