@@ -86,8 +86,8 @@ chaos: ## Randomized fault testing of the whole pipeline over SEEDS seeds (make 
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz test for FUZZTIME (default 30s).
-	@for f in FuzzDocIDCodec FuzzParseDocID FuzzDecodeEvent; do \
-	  $(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$${FUZZTIME:-30s} ./fleet/; \
+	@for t in fleet:FuzzDocIDCodec fleet:FuzzParseDocID fleet:FuzzDecodeEvent fleetapi:FuzzParseQuery fleetapi:FuzzPageToken; do \
+	  $(GO) test -run='^$$' -fuzz="^$${t#*:}\$$" -fuzztime=$${FUZZTIME:-30s} ./$${t%%:*}/ || exit 1; \
 	done
 
 .PHONY: emulators-up

@@ -318,10 +318,10 @@ func benchmarkCoalescing(b *testing.B, c *controlplane.ControlPlane) {
 	}
 	require.Len(b, want, 1+churnFleets)
 	for name, store := range map[string]*firestoredb.Store{"fleetcast": ours.store, "baseline": base.store} {
-		docs, err := store.ListFleets(ctx, firestoredb.FleetFilter{})
+		live, err := store.LiveFleets(ctx)
 		require.NoError(b, err)
 		got := map[string]string{}
-		for _, d := range docs {
+		for _, d := range live.Docs {
 			got[d.Name] = statusLine(d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AllocatedReplicas)
 		}
 		require.Equal(b, want, got, "%s's Firestore view differs from the API server", name)

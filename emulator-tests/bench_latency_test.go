@@ -83,7 +83,7 @@ func benchmarkLatency(b *testing.B, c *controlplane.ControlPlane) {
 	changes := make(chan seen, 64)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	_, err := fleetwatch.Watch(watchCtx, p.fs, fleetwatch.Query{Clusters: []string{p.cluster}, OnChange: func(ch fleetwatch.Change) {
+	_, err := fleetwatch.Watch(watchCtx, p.fs, fleetwatch.Options{Clusters: []string{p.cluster}, OnChange: func(ch fleetwatch.Change) {
 		changes <- seen{ch.Fleet.Name, ch.Fleet.ReadyReplicas, time.Now()}
 	}})
 	require.NoError(b, err)

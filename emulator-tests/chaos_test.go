@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/emulator"
@@ -185,7 +186,7 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 	// A stored document no event can read, in the cluster's range: it
 	// must hold up neither the heartbeats nor any other fleet.
 	poison := p.key("zz-poison").DocID()
-	_, err := p.fs.Collection(fleet.FleetsCollection).Doc(poison).Set(t.Context(), map[string]any{
+	_, err := p.fs.Collection(firestoredb.FleetsCollection).Doc(poison).Set(t.Context(), map[string]any{
 		"cluster": p.cluster, "namespace": ns.Name, "name": "zz-poison", "deleted": false, "version": "poisoned",
 	})
 	require.NoError(t, err)
@@ -299,7 +300,7 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 			diff["(heartbeat)"] = "no heartbeat ingested since the faults ended"
 		}
 		if len(diff) == 0 {
-			raw, err := p.fs.Collection(fleet.FleetsCollection).Doc(poison).Get(t.Context())
+			raw, err := p.fs.Collection(firestoredb.FleetsCollection).Doc(poison).Get(t.Context())
 			require.NoError(t, err)
 			require.Equal(t, "poisoned", raw.Data()["version"], "the unreadable document is left as it is")
 			return
@@ -341,7 +342,7 @@ func chaosForgery(p *pipeline, rng *rand.Rand, name string) fleet.Event {
 // (tombstones included).
 func chaosDocs(tb testing.TB, p *pipeline) map[string]*fleet.Document {
 	tb.Helper()
-	docs, err := p.fs.Collection(fleet.FleetsCollection).Where("cluster", "==", p.cluster).Documents(tb.Context()).GetAll()
+	docs, err := p.fs.Collection(firestoredb.FleetsCollection).Where("cluster", "==", p.cluster).Documents(tb.Context()).GetAll()
 	require.NoError(tb, err)
 	out := map[string]*fleet.Document{}
 	for _, s := range docs {

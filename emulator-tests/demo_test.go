@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fleetcast/fleetcast/fleetquery"
+	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/demo"
 	"github.com/fleetcast/fleetcast/internal/emulator"
@@ -37,7 +37,7 @@ func TestDemoRunsThePipeline(t *testing.T) {
 	assert.Contains(t, out.String(), "check passed: the query API serves")
 	assert.Contains(t, out.String(), "curl -s '"+queryURL+"/v1/fleets?selector=platform=pc'")
 	// Everything it started is gone: the API no longer answers.
-	var l fleetquery.FleetList
+	var l fleetapi.FleetList
 	assert.Error(t, getJSONTest(queryURL+"/v1/fleets", &l))
 	assert.False(t, strings.Contains(out.String(), "panic"))
 }

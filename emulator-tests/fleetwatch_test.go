@@ -43,7 +43,7 @@ func (c *changeLog) kinds(name string) []fleetwatch.ChangeKind {
 func startWatch(tb testing.TB, client *firestore.Client, log *changeLog) *fleetwatch.View {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	v, err := fleetwatch.Watch(ctx, client, fleetwatch.Query{OnChange: log.add})
+	v, err := fleetwatch.Watch(ctx, client, fleetwatch.Options{OnChange: log.add})
 	require.NoError(tb, err)
 	tb.Cleanup(func() {
 		cancel()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 )
@@ -93,7 +94,7 @@ func TestSnapshotTombstonesMissingFleetsAndUpdatesCluster(t *testing.T) {
 	assert.True(t, gone.Deleted)
 	assert.Equal(t, int64(3), gone.Version.Seq, "the tombstone carries the snapshot's version")
 
-	snap, err := p.fs.Collection(fleet.ClustersCollection).Doc(p.cluster).Get(t.Context())
+	snap, err := p.fs.Collection(firestoredb.ClustersCollection).Doc(p.cluster).Get(t.Context())
 	require.NoError(t, err)
 	var c fleet.ClusterDocument
 	require.NoError(t, snap.DataTo(&c))
@@ -139,7 +140,7 @@ func TestLabelKeysWithDotsAndSlashesCanBeQueried(t *testing.T) {
 	p.publishAndWait(old)
 	p.publishAndWait(p.upsert("new", 2, 1))
 
-	docs, err := p.fs.Collection(fleet.FleetsCollection).
+	docs, err := p.fs.Collection(firestoredb.FleetsCollection).
 		Where("cluster", "==", p.cluster).
 		WherePath(firestore.FieldPath{"labels", "app.kubernetes.io/version"}, "==", "1.42.0").
 		Documents(t.Context()).GetAll()
@@ -148,7 +149,7 @@ func TestLabelKeysWithDotsAndSlashesCanBeQueried(t *testing.T) {
 	assert.Equal(t, p.key("new").DocID(), docs[0].Ref.ID)
 
 	// And on derived capacity: fleets with rooms free.
-	docs, err = p.fs.Collection(fleet.FleetsCollection).
+	docs, err = p.fs.Collection(firestoredb.FleetsCollection).
 		Where("cluster", "==", p.cluster).
 		WherePath(firestore.FieldPath{"status", "counters", "rooms", "available"}, ">=", 30).
 		Documents(t.Context()).GetAll()

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
 	"github.com/fleetcast/fleetcast/internal/emulator"
@@ -190,7 +191,7 @@ func (p *pipeline) snapshot(seq int64, live map[string]int64) fleet.Event {
 // doc reads a fleet document; nil when there is none.
 func (p *pipeline) doc(name string) (*fleet.Document, *firestore.DocumentSnapshot) {
 	p.tb.Helper()
-	return getDoc[fleet.Document](p, fleet.FleetsCollection, p.key(name).DocID())
+	return getDoc[fleet.Document](p, firestoredb.FleetsCollection, p.key(name).DocID())
 }
 
 // getDoc reads and decodes one document; nil when there is none.
@@ -209,5 +210,5 @@ func getDoc[T any](p *pipeline, collection, id string) (*T, *firestore.DocumentS
 // clusterDoc reads the pipeline's cluster document; nil when there is none.
 func (p *pipeline) clusterDoc() (*fleet.ClusterDocument, *firestore.DocumentSnapshot) {
 	p.tb.Helper()
-	return getDoc[fleet.ClusterDocument](p, fleet.ClustersCollection, p.cluster)
+	return getDoc[fleet.ClusterDocument](p, firestoredb.ClustersCollection, p.cluster)
 }

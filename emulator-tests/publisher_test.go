@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/emulator"
@@ -104,7 +105,7 @@ func TestPublisherRestartHealsDeletesMissedWhileDown(t *testing.T) {
 	gone, _ := p.doc("gone")
 	assert.Greater(t, gone.Version.Term, firstTerm, "tombstoned by the new term's snapshot")
 
-	snap, err := p.fs.Collection(fleet.ClustersCollection).Doc(p.cluster).Get(t.Context())
+	snap, err := p.fs.Collection(firestoredb.ClustersCollection).Doc(p.cluster).Get(t.Context())
 	require.NoError(t, err)
 	var cluster fleet.ClusterDocument
 	require.NoError(t, snap.DataTo(&cluster))

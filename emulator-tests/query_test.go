@@ -24,6 +24,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/internal/emulator"
 	"github.com/fleetcast/fleetcast/logging"
@@ -76,7 +77,7 @@ func newAPI(tb testing.TB) *api {
 	project := emulator.ProjectID(tb)
 	fs := emulator.Firestore(tb, project)
 	store := firestoredb.New(fs, time.Hour, time.Now)
-	h := query.NewHandler(store, logging.New(io.Discard, logging.LevelWarning), time.Now, query.DefaultStaleAfter)
+	h := query.NewHandler(fleetapi.NewService(store, fleetapi.Options{ClusterRefresh: -1}), logging.New(io.Discard, logging.LevelWarning))
 	srv := httptest.NewServer(h)
 	tb.Cleanup(srv.Close)
 	return &api{tb: tb, project: project, fs: fs, store: store, srv: srv, seq: 1, live: map[fleet.Key]int64{}}
@@ -92,7 +93,13 @@ type response struct {
 // document (after undoing gzip).
 func (a *api) do(method, path string, header map[string]string) response {
 	a.tb.Helper()
-	req, err := http.NewRequest(method, a.srv.URL+path, nil)
+	return a.doAt(a.srv, method, path, header)
+}
+
+// doAt is do on the instance srv.
+func (a *api) doAt(srv *httptest.Server, method, path string, header map[string]string) response {
+	a.tb.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, nil)
 	require.NoError(a.tb, err)
 	for k, v := range header {
 		req.Header.Set(k, v)
@@ -516,4 +523,106 @@ func TestStalenessIsJudgedOnTheIngestClock(t *testing.T) {
 			assert.Greater(t, c.HeartbeatAt, time.Now(), "its heartbeatAt lies in the future")
 		}
 	}
+}
+
+// instance serves the API from a view of its own over a's project, as a
+// second instance of the function would.
+func (a *api) instance() *httptest.Server {
+	a.tb.Helper()
+	store := firestoredb.New(a.fs, time.Hour, time.Now)
+	srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(store, fleetapi.Options{ClusterRefresh: -1}),
+		logging.New(io.Discard, logging.LevelWarning)))
+	a.tb.Cleanup(srv.Close)
+	return srv
+}
+
+// on sends a GET to another instance, validated as a.get's are.
+func (a *api) on(srv *httptest.Server, path string) response {
+	a.tb.Helper()
+	return a.doAt(srv, http.MethodGet, path, nil)
+}
+
+// TestQueryViewFollowsAcknowledgedWrites: on the Firestore emulator,
+// every write the ingest core acknowledged before a request (upserts from
+// writers racing each other, so that commits share server timestamps, and
+// tombstones) is in that request's answer; a new instance, loading
+// everything, answers as the warm one does, with the same ETag.
+func TestQueryViewFollowsAcknowledgedWrites(t *testing.T) {
+	a := newAPI(t)
+	seed(a)
+	warm := a.srv
+	a.get("/v1/fleets") // the warm instance loads now, and follows writes from here on
+
+	var mu sync.Mutex // a.seq and a.live
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 15 {
+				name := fmt.Sprintf("w%d-%02d", w, i)
+				mu.Lock()
+				a.seq++
+				seq := a.seq
+				mu.Unlock()
+				ev := fleet.Event{
+					SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindUpsert, Cluster: "pc",
+					Version: fleet.Version{Term: 1, Seq: seq}, ObservedAt: fleet.MicrosOf(time.Now()),
+					Publisher: fleet.Publisher{ID: "p"}, Namespace: "games", Name: name,
+					Fleet: fleet.State{UID: "u", Labels: map[string]string{"writer": fmt.Sprint(w)}, Status: fleet.Status{ReadyReplicas: int64(i)}},
+				}
+				_, err := a.store.Apply(t.Context(), ev)
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				a.live[ev.Key()] = seq
+				mu.Unlock()
+				r := a.on(warm, "/v1/fleets/pc/games/"+name)
+				assert.Equal(t, http.StatusOK, r.status, "%s was acknowledged before the request: %s", name, r.body)
+			}
+		})
+	}
+	wg.Wait()
+	list := decode[queryFleetList](t, a.get("/v1/fleets?selector=writer&pageSize=1000"))
+	assert.Len(t, list.Items, 60)
+
+	a.remove("pc", "games", "w0-00")
+	assert.Equal(t, http.StatusNotFound, a.get("/v1/fleets/pc/games/w0-00").status, "a tombstone removes the fleet from the next answer")
+	list = decode[queryFleetList](t, a.get("/v1/fleets?selector=writer&pageSize=1000"))
+	assert.Len(t, list.Items, 59)
+
+	fresh := a.instance()
+	for _, path := range []string{"/v1/fleets?pageSize=1000", "/v1/fleets?selector=writer&orderBy=ready&pageSize=7",
+		"/v1/clusters", "/v1/clusters/pc", "/v1/labels/writer", "/v1/fleets/pc/games/w1-03"} {
+		w, f := a.on(warm, path), a.on(fresh, path)
+		require.Equal(t, http.StatusOK, w.status, "%s: %s", path, w.body)
+		assert.JSONEq(t, string(w.body), string(f.body), path)
+		assert.Equal(t, w.header.Get("ETag"), f.header.Get("ETag"), "%s: the ETag depends on the documents only", path)
+	}
+}
+
+// TestWritesAreStampedWithTheCommitTime: every document the ingest core
+// writes, tombstones and cluster documents included, carries the server's
+// writtenAt, which the view follows.
+func TestWritesAreStampedWithTheCommitTime(t *testing.T) {
+	a := newAPI(t)
+	before := time.Now().Add(-time.Second)
+	a.put(fleetSpec{"pc", "games", "a", nil, 1, 1, 1}, fleetSpec{"pc", "games", "b", nil, 1, 1, 1})
+	a.remove("pc", "games", "b")
+	a.heartbeat("pc", 0)
+	fleets, err := a.store.FleetsWrittenSince(t.Context(), before)
+	require.NoError(t, err)
+	require.Len(t, fleets.Docs, 2)
+	newest := before
+	for _, d := range fleets.Docs {
+		assert.WithinDuration(t, time.Now(), d.WrittenAt, 10*time.Second, d.Name)
+		assert.False(t, d.WrittenAt.Before(newest), "oldest first")
+		newest = d.WrittenAt
+	}
+	assert.True(t, fleets.Docs[1].Deleted, "the tombstone is stamped too, last")
+	clusters, err := a.store.ClustersWrittenSince(t.Context(), before)
+	require.NoError(t, err)
+	require.Len(t, clusters.Docs, 1)
+	later, err := a.store.FleetsWrittenSince(t.Context(), newest.Add(time.Millisecond))
+	require.NoError(t, err)
+	assert.Empty(t, later.Docs)
 }

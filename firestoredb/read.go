@@ -4,110 +4,123 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/api/iterator"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/fleetcast/fleetcast/fleet"
 )
 
-// FleetFilter holds the equality filters Firestore applies when listing
-// fleets; single-field indexes serve any combination of them.
-type FleetFilter struct {
-	// Clusters, if any, the fleet must be in (at most 30).
-	Clusters  []string
-	Namespace string
-	// Labels maps label keys to the value they must have.
-	Labels map[string]string
+// The collections and the fields queries filter on. Every query of
+// fleetcast's documents is built in this package.
+const (
+	FleetsCollection   = "fleets"
+	ClustersCollection = "clusters"
+
+	fieldCluster   = "cluster"
+	fieldNamespace = "namespace"
+	fieldName      = "name"
+	fieldDeleted   = "deleted"
+	fieldVersion   = "version"
+	fieldWrittenAt = "writtenAt"
+)
+
+// Reads returns the documents this store has read, as Firestore bills
+// them: one per document returned, and at least one per query (a query
+// that returns nothing is billed one read).
+func (s *Store) Reads() int64 { return s.reads.Load() }
+
+// Page is what a read returned: the documents it could decode, and the
+// IDs of those it could not (skipped, for the caller to report).
+type Page[T any] struct {
+	Docs       []*T
+	Unreadable []string
 }
 
-// ListFleets returns the live fleets matching f. Label keys such as
-// app.kubernetes.io/version go through a field path: as a dotted string
-// they would name nested fields.
-func (s *Store) ListFleets(ctx context.Context, f FleetFilter) ([]*fleet.Document, error) {
-	q := s.client.Collection(fleet.FleetsCollection).Where("deleted", "==", false)
-	switch len(f.Clusters) {
+// LiveFleets returns every live fleet: the full load of a reader's view.
+func (s *Store) LiveFleets(ctx context.Context) (Page[fleet.Document], error) {
+	return readAll[fleet.Document](s, s.client.Collection(FleetsCollection).Where(fieldDeleted, "==", false).Documents(ctx))
+}
+
+// Clusters returns every cluster document.
+func (s *Store) Clusters(ctx context.Context) (Page[fleet.ClusterDocument], error) {
+	return readAll[fleet.ClusterDocument](s, s.client.Collection(ClustersCollection).Documents(ctx))
+}
+
+// FleetsWrittenSince returns the fleet documents, tombstones included,
+// whose writtenAt is at or after since, oldest first.
+func (s *Store) FleetsWrittenSince(ctx context.Context, since time.Time) (Page[fleet.Document], error) {
+	return readAll[fleet.Document](s, writtenSince(s.client.Collection(FleetsCollection), since).Documents(ctx))
+}
+
+// ClustersWrittenSince returns the cluster documents written at or after
+// since, as FleetsWrittenSince.
+func (s *Store) ClustersWrittenSince(ctx context.Context, since time.Time) (Page[fleet.ClusterDocument], error) {
+	return readAll[fleet.ClusterDocument](s, writtenSince(s.client.Collection(ClustersCollection), since).Documents(ctx))
+}
+
+func writtenSince(c *firestore.CollectionRef, since time.Time) firestore.Query {
+	return c.Where(fieldWrittenAt, ">=", since).OrderBy(fieldWrittenAt, firestore.Asc)
+}
+
+// LiveFleetsQuery is the query a realtime listener on the live fleets runs:
+// all of them, or those of up to 30 clusters (Firestore's limit on "in").
+func LiveFleetsQuery(client *firestore.Client, clusters []string) firestore.Query {
+	q := client.Collection(FleetsCollection).Where(fieldDeleted, "==", false)
+	switch len(clusters) {
 	case 0:
+		return q
 	case 1:
-		q = q.Where("cluster", "==", f.Clusters[0])
+		return q.Where(fieldCluster, "==", clusters[0])
 	default:
-		q = q.Where("cluster", "in", f.Clusters)
+		return q.Where(fieldCluster, "in", clusters)
 	}
-	if f.Namespace != "" {
-		q = q.Where("namespace", "==", f.Namespace)
-	}
-	for k, v := range f.Labels {
-		q = q.WherePath(firestore.FieldPath{"labels", k}, "==", v)
-	}
-	return fleets(q.Documents(ctx))
 }
 
-// FleetsWithLabel returns the fleets (tombstones included: filter them)
-// that carry label key, whatever its value.
-func (s *Store) FleetsWithLabel(ctx context.Context, key string) ([]*fleet.Document, error) {
-	q := s.client.Collection(fleet.FleetsCollection).WherePath(firestore.FieldPath{"labels", key}, ">=", "")
-	return fleets(q.Documents(ctx))
+// ClustersQuery is the query a realtime listener on the clusters runs.
+func ClustersQuery(client *firestore.Client) firestore.Query {
+	return client.Collection(ClustersCollection).Query
 }
 
-// GetFleet returns a fleet's document; nil when there is none.
-func (s *Store) GetFleet(ctx context.Context, k fleet.Key) (*fleet.Document, error) {
-	snap, err := s.FleetRef(k).Get(ctx)
-	if status.Code(err) == codes.NotFound {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get fleet %s: %w", k, err)
-	}
-	var d fleet.Document
-	if err := snap.DataTo(&d); err != nil {
+// DecodeFleet decodes a fleet document read by a listener.
+func DecodeFleet(snap *firestore.DocumentSnapshot) (*fleet.Document, error) {
+	return decode[fleet.Document](snap)
+}
+
+// DecodeCluster decodes a cluster document read by a listener.
+func DecodeCluster(snap *firestore.DocumentSnapshot) (*fleet.ClusterDocument, error) {
+	return decode[fleet.ClusterDocument](snap)
+}
+
+func decode[T any](snap *firestore.DocumentSnapshot) (*T, error) {
+	v := new(T)
+	if err := snap.DataTo(v); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
 	}
-	return &d, nil
+	return v, nil
 }
 
-// ListClusters returns every cluster document.
-func (s *Store) ListClusters(ctx context.Context) ([]*fleet.ClusterDocument, error) {
-	return all[fleet.ClusterDocument](s.client.Collection(fleet.ClustersCollection).Documents(ctx))
-}
-
-// GetCluster returns a cluster's document; nil when there is none.
-func (s *Store) GetCluster(ctx context.Context, name string) (*fleet.ClusterDocument, error) {
-	snap, err := s.ClusterRef(name).Get(ctx)
-	if status.Code(err) == codes.NotFound {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get cluster %s: %w", name, err)
-	}
-	var c fleet.ClusterDocument
-	if err := snap.DataTo(&c); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
-	}
-	return &c, nil
-}
-
-func fleets(it *firestore.DocumentIterator) ([]*fleet.Document, error) {
-	return all[fleet.Document](it)
-}
-
-// all decodes every document of it.
-func all[T any](it *firestore.DocumentIterator) ([]*T, error) {
+// readAll decodes every document of it, counting the reads.
+func readAll[T any](s *Store, it *firestore.DocumentIterator) (Page[T], error) {
 	defer it.Stop()
-	var out []*T
+	var p Page[T]
+	n := int64(0)
+	defer func() { s.reads.Add(max(1, n)) }()
 	for {
 		snap, err := it.Next()
 		if errors.Is(err, iterator.Done) {
-			return out, nil
+			return p, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("list documents: %w", err)
+			return Page[T]{}, fmt.Errorf("list documents: %w", err)
 		}
-		v := new(T)
-		if err := snap.DataTo(v); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
+		n++
+		v, err := decode[T](snap)
+		if err != nil {
+			p.Unreadable = append(p.Unreadable, snap.Ref.ID)
+			continue
 		}
-		out = append(out, v)
+		p.Docs = append(p.Docs, v)
 	}
 }

@@ -32,6 +32,7 @@ type Store struct {
 	client    *firestore.Client
 	retention time.Duration
 	now       func() time.Time
+	reads     atomic.Int64 // billed document reads of queries (read.go)
 }
 
 // New returns a Store writing through client. Tombstones expire retention
@@ -106,12 +107,12 @@ func (s *Store) Client() *firestore.Client { return s.client }
 
 // FleetRef returns the document reference of a fleet.
 func (s *Store) FleetRef(k fleet.Key) *firestore.DocumentRef {
-	return s.client.Collection(fleet.FleetsCollection).Doc(k.DocID())
+	return s.client.Collection(FleetsCollection).Doc(k.DocID())
 }
 
 // ClusterRef returns the document reference of a cluster.
 func (s *Store) ClusterRef(cluster string) *firestore.DocumentRef {
-	return s.client.Collection(fleet.ClustersCollection).Doc(cluster)
+	return s.client.Collection(ClustersCollection).Doc(cluster)
 }
 
 func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (Result, error) {
@@ -195,10 +196,10 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, e
 	if end := ev.Snapshot.End; !end.IsZero() {
 		hi = end.Key(ev.Cluster).DocID()
 	}
-	coll := s.client.Collection(fleet.FleetsCollection)
+	coll := s.client.Collection(FleetsCollection)
 	it := coll.Where(firestore.DocumentID, ">=", coll.Doc(lo)).
 		Where(firestore.DocumentID, "<", coll.Doc(hi)).
-		Select("cluster", "namespace", "name", "deleted", "version").
+		Select(fieldCluster, fieldNamespace, fieldName, fieldDeleted, fieldVersion).
 		Documents(ctx)
 	defer it.Stop()
 

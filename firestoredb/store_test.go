@@ -161,7 +161,7 @@ func TestSnapshotPartsReconcileOnlyTheirRange(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, res.Writes)
 
-	snap, err := c.Collection(fleet.FleetsCollection).Doc(other.Key().DocID()).Get(ctx)
+	snap, err := c.Collection(firestoredb.FleetsCollection).Doc(other.Key().DocID()).Get(ctx)
 	require.NoError(t, err)
 	deleted, err := snap.DataAt("deleted")
 	require.NoError(t, err)
@@ -188,7 +188,7 @@ func TestAnUnreadableDocumentHoldsUpNothingElse(t *testing.T) {
 		require.NoError(t, err)
 	}
 	poison := fleet.Key{Cluster: "pc", Namespace: "default", Name: "poison"}
-	_, err := c.Collection(fleet.FleetsCollection).Doc(poison.DocID()).Set(ctx, map[string]any{
+	_, err := c.Collection(firestoredb.FleetsCollection).Doc(poison.DocID()).Set(ctx, map[string]any{
 		"cluster": "pc", "namespace": "default", "name": "poison", "deleted": false, "version": "not a version",
 	})
 	require.NoError(t, err)
@@ -214,7 +214,7 @@ func TestAnUnreadableDocumentHoldsUpNothingElse(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, snap.DataTo(&cluster))
 	assert.Equal(t, fleet.Version{Term: 2, Seq: 1}, cluster.SnapshotVersion, "the heartbeat is recorded")
-	raw, err := c.Collection(fleet.FleetsCollection).Doc(poison.DocID()).Get(ctx)
+	raw, err := c.Collection(firestoredb.FleetsCollection).Doc(poison.DocID()).Get(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "not a version", raw.Data()["version"], "the unreadable document is left as it is")
 }

@@ -4,12 +4,6 @@ import (
 	"time"
 )
 
-// Firestore collections.
-const (
-	FleetsCollection   = "fleets"
-	ClustersCollection = "clusters"
-)
-
 // DefaultTombstoneRetention is how long a deleted fleet's tombstone is kept
 // before Firestore's TTL policy on expireAt removes it. It must exceed the
 // longest time an event can spend in Pub/Sub for a late upsert to be fenced
@@ -43,6 +37,10 @@ type Document struct {
 	LagMillis  int64     `json:"lagMillis" firestore:"lagMillis"`
 	// ExpireAt is set on tombstones only, for the Firestore TTL policy.
 	ExpireAt *time.Time `json:"expireAt,omitempty" firestore:"expireAt,omitempty"`
+	// WrittenAt is Firestore's commit time of the write (a server
+	// timestamp, set because the field is zero when written): readers
+	// follow changes by it, tombstones included.
+	WrittenAt time.Time `json:"writtenAt,omitzero" firestore:"writtenAt,serverTimestamp"`
 }
 
 // DocStatus is a fleet's Status with the capacity still available, derived
@@ -94,6 +92,8 @@ type ClusterDocument struct {
 	// TotalsTruncated reports that Totals hold only the MaxAggregates
 	// counters and lists of the largest capacity.
 	TotalsTruncated bool `json:"totalsTruncated,omitempty" firestore:"totalsTruncated,omitempty"`
+	// WrittenAt is Firestore's commit time of the write, as on Document.
+	WrittenAt time.Time `json:"writtenAt,omitzero" firestore:"writtenAt,serverTimestamp"`
 }
 
 // Key returns the document's fleet key.

@@ -1,174 +1,381 @@
-// Package fleetapi is the query API's core, independent of HTTP: it reads
-// the stored fleets and clusters and answers with the shapes of
-// schemas/query_api.openapi.yaml. The QueryFleets function serves it over
-// HTTP; the fleetcast CLI calls it directly on Firestore.
 package fleetapi
 
 import (
 	"context"
-	"errors"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"hash/fnv"
+	"iter"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
-	"github.com/fleetcast/fleetcast/firestoredb"
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/fleetquery"
 )
-
-// Reader is what the API reads from.
-type Reader interface {
-	ListFleets(ctx context.Context, f firestoredb.FleetFilter) ([]*fleet.Document, error)
-	FleetsWithLabel(ctx context.Context, key string) ([]*fleet.Document, error)
-	GetFleet(ctx context.Context, k fleet.Key) (*fleet.Document, error)
-	ListClusters(ctx context.Context) ([]*fleet.ClusterDocument, error)
-	GetCluster(ctx context.Context, name string) (*fleet.ClusterDocument, error)
-}
-
-var _ Reader = (*firestoredb.Store)(nil)
 
 // DefaultStaleAfter is three default snapshot intervals: a cluster whose
 // last heartbeat is older is stale, and its fleets are left out unless
 // asked for.
 const DefaultStaleAfter = 90 * time.Second
 
-// ErrNotFound is returned for a fleet or cluster that does not exist (a
-// deleted fleet's tombstone included).
-var ErrNotFound = errors.New("not found")
+// Defaults of Options.
+const (
+	// DefaultClusterRefresh is how often a view reads the cluster
+	// documents written since its last read of them.
+	DefaultClusterRefresh = time.Second
+	// DefaultCommitLag bounds how long after its server timestamp a
+	// write may become visible to queries. The Firestore emulator
+	// showed up to 13 ms with four concurrent writers (see README).
+	DefaultCommitLag = 250 * time.Millisecond
+	// DefaultResync is how often a view loads everything again, which
+	// bounds the life of any change it missed (a write that became
+	// visible later than CommitLag, or a clock off by more).
+	DefaultResync = 15 * time.Minute
+)
 
-// Service answers queries.
+// Options configure a Service; zero fields take their defaults.
+type Options struct {
+	// StaleAfter: a cluster whose heartbeat is older is stale.
+	StaleAfter time.Duration
+	// ClusterRefresh bounds how old the view's cluster documents
+	// (heartbeats, labels, totals) may be when it answers: they are
+	// read again at most this often, which spares a read per request
+	// at a high request rate. Fleet documents are read before every
+	// answer. Negative: before every answer too.
+	ClusterRefresh time.Duration
+	// CommitLag is how long after its server timestamp (writtenAt) a
+	// write may become visible to queries, plus how far the Service's
+	// clock may be ahead of Firestore's: each sync reads again what was
+	// stamped within CommitLag before the previous one.
+	CommitLag time.Duration
+	// Resync is how often the view loads everything again.
+	Resync time.Duration
+	// TombstoneRetention is how long Firestore keeps a tombstone: a
+	// view that has not synced for half of it loads everything again,
+	// since the tombstones of fleets deleted meanwhile may be gone.
+	TombstoneRetention time.Duration
+	// SyncTimeout bounds one sync (default 30 s).
+	SyncTimeout time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Log receives the view's loads and skipped documents; none when nil.
+	Log *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = DefaultStaleAfter
+	}
+	switch {
+	case o.ClusterRefresh == 0:
+		o.ClusterRefresh = DefaultClusterRefresh
+	case o.ClusterRefresh < 0:
+		o.ClusterRefresh = 0
+	}
+	if o.CommitLag <= 0 {
+		o.CommitLag = DefaultCommitLag
+	}
+	if o.Resync <= 0 {
+		o.Resync = DefaultResync
+	}
+	if o.TombstoneRetention <= 0 {
+		o.TombstoneRetention = fleet.DefaultTombstoneRetention
+	}
+	if o.SyncTimeout <= 0 {
+		o.SyncTimeout = 30 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Service answers queries from an in-memory view of the live fleets and
+// clusters, synced from its Source before each answer at the cost of the
+// documents written since the previous sync. Its methods are safe for
+// concurrent use.
 type Service struct {
-	store      Reader
-	now        func() time.Time
-	staleAfter time.Duration
+	src  Source
+	opts Options
+
+	mu   sync.RWMutex // guards view
+	view view
+
+	syncMu  sync.Mutex // guards running and queued
+	running *syncRound
+	queued  *syncRound
 }
 
-// NewService returns a Service over store.
-func NewService(store Reader, now func() time.Time, staleAfter time.Duration) *Service {
-	return &Service{store: store, now: now, staleAfter: staleAfter}
+// NewService returns a Service over src. Nothing is read until the first
+// answer.
+func NewService(src Source, opts Options) *Service {
+	return &Service{src: src, opts: opts.withDefaults()}
 }
 
-// ListFleets answers one page of a fleet query. It reads the documents the
-// equality filters select, no more, and the clusters' heartbeats.
-func (s *Service) ListFleets(ctx context.Context, q fleetquery.Query) (fleetquery.FleetList, error) {
-	cs, err := s.store.ListClusters(ctx)
-	if err != nil {
-		return fleetquery.FleetList{}, err
+// Read is a consistent reading of the view, taken after a sync: every
+// write acknowledged before Read was called is in it (cluster documents:
+// up to Options.ClusterRefresh old). Close it promptly: syncs wait for it.
+type Read struct {
+	s     *Service
+	now   time.Time
+	stale map[string]bool // by cluster, for every cluster with a document
+	tag   uint64          // digest of the view and the staleness of its clusters
+	once  sync.Once
+}
+
+// Read syncs the view and returns a reading of it. The error is an *Error
+// (Unavailable or Internal) when the store cannot be read.
+func (s *Service) Read(ctx context.Context) (*Read, error) {
+	if err := s.sync(ctx); err != nil {
+		return nil, err
 	}
-	if err := knownKeys(q, cs); err != nil {
-		return fleetquery.FleetList{}, err
-	}
-	stale := s.staleFunc(cs)
-	docs, err := s.store.ListFleets(ctx, firestoredb.FleetFilter{Clusters: q.Clusters, Namespace: q.Namespace, Labels: q.Equalities()})
-	if err != nil {
-		return fleetquery.FleetList{}, err
-	}
-	matched := docs[:0]
-	for _, d := range docs {
-		if q.Matches(d, stale(d.Cluster)) {
-			matched = append(matched, d)
+	s.mu.RLock()
+	r := &Read{s: s, now: s.opts.Now(), stale: make(map[string]bool, len(s.view.clusters))}
+	h := fnv.New64a()
+	h.Write(binary.LittleEndian.AppendUint64(nil, s.view.digest))
+	for _, name := range slices.Sorted(maps.Keys(s.view.clusters)) {
+		st := IsStale(s.view.clusters[name], r.now, s.opts.StaleAfter)
+		r.stale[name] = st
+		if st {
+			h.Write([]byte(name + "\x00"))
 		}
 	}
-	page, next := q.Page(matched)
-	out := fleetquery.FleetList{Items: make([]fleetquery.Fleet, 0, len(page)), NextPageToken: next, TotalSize: len(matched)}
-	for _, d := range page {
-		out.Items = append(out.Items, fleetquery.NewFleet(d, stale(d.Cluster)))
-	}
-	return out, nil
+	r.tag = h.Sum64()
+	return r, nil
 }
 
-// GetFleet returns one live fleet, or ErrNotFound. k must be valid.
-func (s *Service) GetFleet(ctx context.Context, k fleet.Key) (fleetquery.Fleet, error) {
-	d, err := s.store.GetFleet(ctx, k)
-	if err != nil {
-		return fleetquery.Fleet{}, err
-	}
-	if d == nil || d.Deleted {
-		return fleetquery.Fleet{}, fmt.Errorf("fleet %s: %w", k, ErrNotFound)
-	}
-	c, err := s.store.GetCluster(ctx, k.Cluster)
-	if err != nil {
-		return fleetquery.Fleet{}, err
-	}
-	return fleetquery.NewFleet(d, fleetquery.IsStale(c, s.now(), s.staleAfter)), nil
+// Close releases the reading. It may be called more than once.
+func (r *Read) Close() { r.once.Do(r.s.mu.RUnlock) }
+
+// ETag returns the entity tag of the answer named by key (an endpoint and
+// its canonical parameters) in this reading: it changes when any document
+// of the view or any cluster's staleness changes, and is the same on every
+// instance holding the same documents. It costs no read.
+func (r *Read) ETag(key string) string {
+	h := fnv.New128a()
+	h.Write(binary.LittleEndian.AppendUint64(nil, r.tag))
+	h.Write([]byte(key))
+	return hex.EncodeToString(h.Sum(nil))
 }
 
-// ListClusters returns every cluster.
-func (s *Service) ListClusters(ctx context.Context) (fleetquery.ClusterList, error) {
-	cs, err := s.store.ListClusters(ctx)
-	if err != nil {
-		return fleetquery.ClusterList{}, err
-	}
-	out := fleetquery.ClusterList{Items: make([]fleetquery.Cluster, 0, len(cs))}
-	for _, c := range cs {
-		out.Items = append(out.Items, fleetquery.NewCluster(c, fleetquery.IsStale(c, s.now(), s.staleAfter)))
-	}
-	return out, nil
+// FleetsKey is the ETag key of a fleet list query.
+func FleetsKey(q Query) string { return "fleets?" + q.normalized().key() }
+
+func (r *Read) isStale(cluster string) bool {
+	st, ok := r.stale[cluster]
+	return st || !ok
 }
 
-// GetCluster returns one cluster, or ErrNotFound.
-func (s *Service) GetCluster(ctx context.Context, name string) (fleetquery.Cluster, error) {
-	c, err := s.store.GetCluster(ctx, name)
-	if err != nil {
-		return fleetquery.Cluster{}, err
+// Fleets answers one page of a fleet query.
+func (r *Read) Fleets(q Query) (FleetList, error) {
+	q = q.normalized()
+	if err := r.knownKeys(q); err != nil {
+		return FleetList{}, err
 	}
-	if c == nil {
-		return fleetquery.Cluster{}, fmt.Errorf("cluster %s: %w", name, ErrNotFound)
-	}
-	return fleetquery.NewCluster(c, fleetquery.IsStale(c, s.now(), s.staleAfter)), nil
-}
-
-// LabelValues sums the live fleets carrying label key by value; fleets of
-// stale clusters only when includeStale.
-func (s *Service) LabelValues(ctx context.Context, key string, includeStale bool) (fleetquery.LabelValues, error) {
-	stale, err := s.staleness(ctx)
-	if err != nil {
-		return fleetquery.LabelValues{}, err
-	}
-	docs, err := s.store.FleetsWithLabel(ctx, key)
-	if err != nil {
-		return fleetquery.LabelValues{}, err
-	}
-	live := docs[:0]
-	for _, d := range docs {
-		if !d.Deleted && (includeStale || !stale(d.Cluster)) {
-			live = append(live, d)
+	p := &pager{q: q}
+	for _, e := range r.s.view.sorted {
+		if q.Matches(e.doc, r.isStale(e.doc.Cluster)) {
+			p.add(e)
 		}
 	}
-	return fleetquery.AggregateLabel(key, live), nil
+	page, next := p.page()
+	out := FleetList{Items: make([]Fleet, 0, len(page)), NextPageToken: next, TotalSize: p.total}
+	for _, e := range page {
+		out.Items = append(out.Items, NewFleet(e.doc, r.isStale(e.doc.Cluster)))
+	}
+	return out, nil
 }
 
 // knownKeys rejects a counter or list that no cluster reports in its
 // totals: most likely a typo, which would otherwise quietly match nothing.
-func knownKeys(q fleetquery.Query, cs []*fleet.ClusterDocument) error {
+func (r *Read) knownKeys(q Query) error {
 	var counter, list bool
-	for _, c := range cs {
+	for _, c := range r.s.view.clusters {
 		_, hasCounter := c.Totals.Counters[q.Counter]
 		_, hasList := c.Totals.Lists[q.List]
 		counter, list = counter || hasCounter, list || hasList
 	}
 	if q.Counter != "" && !counter {
-		return &fleetquery.ParamError{Param: "counter", Message: fmt.Sprintf("no cluster reports a counter %q", q.Counter)}
+		return paramErr("counter", "no cluster reports a counter %q", q.Counter)
 	}
 	if q.List != "" && !list {
-		return &fleetquery.ParamError{Param: "list", Message: fmt.Sprintf("no cluster reports a list %q", q.List)}
+		return paramErr("list", "no cluster reports a list %q", q.List)
 	}
 	return nil
 }
 
-// staleness reads the clusters' heartbeats once per request.
-func (s *Service) staleness(ctx context.Context) (func(cluster string) bool, error) {
-	cs, err := s.store.ListClusters(ctx)
-	if err != nil {
-		return nil, err
+// Fleet returns one live fleet, or a NotFound *Error.
+func (r *Read) Fleet(k fleet.Key) (Fleet, error) {
+	if err := ValidateKey(k); err != nil {
+		return Fleet{}, err
 	}
-	return s.staleFunc(cs), nil
+	e, ok := r.s.view.byID[k.DocID()]
+	if !ok {
+		return Fleet{}, notFound("fleet %s: not found", k)
+	}
+	return NewFleet(e.doc, r.isStale(k.Cluster)), nil
 }
 
-func (s *Service) staleFunc(cs []*fleet.ClusterDocument) func(cluster string) bool {
-	byName := make(map[string]*fleet.ClusterDocument, len(cs))
-	for _, c := range cs {
-		byName[c.Cluster] = c
+// Clusters returns every cluster, by name.
+func (r *Read) Clusters() ClusterList {
+	out := ClusterList{Items: make([]Cluster, 0, len(r.s.view.clusters))}
+	for _, name := range slices.Sorted(maps.Keys(r.s.view.clusters)) {
+		out.Items = append(out.Items, NewCluster(r.s.view.clusters[name], r.stale[name]))
 	}
-	now := s.now()
-	return func(cluster string) bool { return fleetquery.IsStale(byName[cluster], now, s.staleAfter) }
+	return out
+}
+
+// Cluster returns one cluster, or a NotFound *Error.
+func (r *Read) Cluster(name string) (Cluster, error) {
+	if err := ValidateClusterName(name); err != nil {
+		return Cluster{}, err
+	}
+	c, ok := r.s.view.clusters[name]
+	if !ok {
+		return Cluster{}, notFound("cluster %s: not found", name)
+	}
+	return NewCluster(c, r.stale[name]), nil
+}
+
+// Labels sums the live fleets carrying label key by value; fleets of stale
+// clusters only when includeStale.
+func (r *Read) Labels(key string, includeStale bool) (LabelValues, error) {
+	if err := ValidateLabelKey(key); err != nil {
+		return LabelValues{}, err
+	}
+	return aggregateLabel(key, r.fleets(includeStale)), nil
+}
+
+func (r *Read) fleets(includeStale bool) iter.Seq[*fleet.Document] {
+	return func(yield func(*fleet.Document) bool) {
+		for _, e := range r.s.view.sorted {
+			if (includeStale || !r.isStale(e.doc.Cluster)) && !yield(e.doc) {
+				return
+			}
+		}
+	}
+}
+
+// ValidateKey checks a fleet's key as a parameter.
+func ValidateKey(k fleet.Key) error {
+	if err := ValidateClusterName(k.Cluster); err != nil {
+		return err
+	}
+	if err := k.Ref().Validate(); err != nil {
+		return paramErr("namespace/name", "%v", err)
+	}
+	return nil
+}
+
+// ValidateClusterName checks a cluster name as a parameter.
+func ValidateClusterName(name string) error {
+	if err := fleet.ValidateClusterName(name); err != nil {
+		return paramErr("cluster", "%q is not a cluster name (a DNS-1123 label)", name)
+	}
+	return nil
+}
+
+// ValidateLabelKey checks a label key as a parameter.
+func ValidateLabelKey(key string) error {
+	if err := fleet.ValidateLabels("key", map[string]string{key: ""}); err != nil {
+		return paramErr("key", "%q is not a label key", key)
+	}
+	return nil
+}
+
+// The Service answers as the API does, for callers in the same process.
+var _ API = (*Service)(nil)
+
+// API is the query API, answered in process (Service) or over HTTP
+// (Client). Errors are *Error.
+type API interface {
+	ListFleets(ctx context.Context, q Query) (FleetList, error)
+	GetFleet(ctx context.Context, k fleet.Key) (Fleet, error)
+	ListClusters(ctx context.Context) (ClusterList, error)
+	GetCluster(ctx context.Context, name string) (Cluster, error)
+	LabelValues(ctx context.Context, key string, includeStale bool) (LabelValues, error)
+}
+
+// ListFleets answers one page of a fleet query.
+func (s *Service) ListFleets(ctx context.Context, q Query) (FleetList, error) {
+	return withRead(ctx, s, func(r *Read) (FleetList, error) { return r.Fleets(q) })
+}
+
+// GetFleet returns one live fleet.
+func (s *Service) GetFleet(ctx context.Context, k fleet.Key) (Fleet, error) {
+	return withRead(ctx, s, func(r *Read) (Fleet, error) { return r.Fleet(k) })
+}
+
+// ListClusters returns every cluster.
+func (s *Service) ListClusters(ctx context.Context) (ClusterList, error) {
+	return withRead(ctx, s, func(r *Read) (ClusterList, error) { return r.Clusters(), nil })
+}
+
+// GetCluster returns one cluster.
+func (s *Service) GetCluster(ctx context.Context, name string) (Cluster, error) {
+	return withRead(ctx, s, func(r *Read) (Cluster, error) { return r.Cluster(name) })
+}
+
+// LabelValues sums the live fleets carrying label key by value.
+func (s *Service) LabelValues(ctx context.Context, key string, includeStale bool) (LabelValues, error) {
+	return withRead(ctx, s, func(r *Read) (LabelValues, error) { return r.Labels(key, includeStale) })
+}
+
+func withRead[T any](ctx context.Context, s *Service, f func(*Read) (T, error)) (T, error) {
+	r, err := s.Read(ctx)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer r.Close()
+	return f(r)
+}
+
+// AllFleets returns every fleet matching q, following the pages.
+func AllFleets(ctx context.Context, api API, q Query) ([]Fleet, error) {
+	q = q.normalized()
+	q.PageSize = MaxPageSize
+	var out []Fleet
+	for {
+		page, err := api.ListFleets(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Items...)
+		if page.NextPageToken == "" {
+			return out, nil
+		}
+		if q, err = q.Next(page.NextPageToken); err != nil {
+			return nil, fmt.Errorf("the API returned a page token of another query: %w", err)
+		}
+	}
+}
+
+// NewQuery returns the query of every live fleet, first page.
+func NewQuery() Query {
+	return Query{Selector: labels.Everything(), OrderBy: OrderByName, PageSize: DefaultPageSize}
+}
+
+// normalized fills the zero fields of a query built in Go rather than
+// parsed, as ParseQuery would.
+func (q Query) normalized() Query {
+	if q.Selector == nil {
+		q.Selector = labels.Everything()
+	}
+	if q.OrderBy == "" {
+		q.OrderBy = OrderByName
+	}
+	if q.PageSize <= 0 {
+		q.PageSize = DefaultPageSize
+	}
+	q.PageSize = min(q.PageSize, MaxPageSize)
+	return q
 }

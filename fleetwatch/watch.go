@@ -20,17 +20,19 @@ import (
 	"cloud.google.com/go/firestore"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/fleetquery"
+	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
-// Query says which fleets to watch.
-type Query struct {
-	// Clusters, if any, limits the watch to them (at most 30).
+// Options say which fleets to watch, and how.
+type Options struct {
+	// Clusters, if any, limits the watch to them (at most
+	// fleetapi.MaxClusters).
 	Clusters []string
-	// StaleAfter is how old a cluster's heartbeat may be; default 90 s
-	// (three default snapshot intervals).
+	// StaleAfter is how old a cluster's heartbeat may be; default
+	// fleetapi.DefaultStaleAfter.
 	StaleAfter time.Duration
 	// OnChange, if set, is called for every change after the initial view,
 	// from the listener's goroutine: keep it quick.
@@ -54,12 +56,12 @@ const (
 // Change is one fleet entering, changing in or leaving the view.
 type Change struct {
 	Kind  ChangeKind
-	Fleet fleetquery.Fleet
+	Fleet fleetapi.Fleet
 }
 
 // View is the live view. Its methods are safe for concurrent use.
 type View struct {
-	q      Query
+	q      Options
 	mu     sync.RWMutex
 	fleets map[string]*fleet.Document
 	clus   map[string]*fleet.ClusterDocument
@@ -69,9 +71,9 @@ type View struct {
 
 // Watch starts watching and returns once the initial view is complete (or
 // ctx ends first). The view stays live until ctx is cancelled.
-func Watch(ctx context.Context, client *firestore.Client, q Query) (*View, error) {
+func Watch(ctx context.Context, client *firestore.Client, q Options) (*View, error) {
 	if q.StaleAfter <= 0 {
-		q.StaleAfter = 90 * time.Second
+		q.StaleAfter = fleetapi.DefaultStaleAfter
 	}
 	if q.Now == nil {
 		q.Now = time.Now
@@ -79,19 +81,12 @@ func Watch(ctx context.Context, client *firestore.Client, q Query) (*View, error
 	if q.Log == nil {
 		q.Log = slog.New(slog.DiscardHandler)
 	}
-	if len(q.Clusters) > 30 {
-		return nil, fmt.Errorf("watch: at most 30 clusters, got %d", len(q.Clusters))
+	if len(q.Clusters) > fleetapi.MaxClusters {
+		return nil, fmt.Errorf("watch: at most %d clusters, got %d", fleetapi.MaxClusters, len(q.Clusters))
 	}
 	v := &View{q: q, fleets: map[string]*fleet.Document{}, clus: map[string]*fleet.ClusterDocument{}, done: make(chan struct{})}
-	fleetsQ := client.Collection(fleet.FleetsCollection).Where("deleted", "==", false)
-	clustersQ := client.Collection(fleet.ClustersCollection).Query
-	switch len(q.Clusters) {
-	case 0:
-	case 1:
-		fleetsQ = fleetsQ.Where("cluster", "==", q.Clusters[0])
-	default:
-		fleetsQ = fleetsQ.Where("cluster", "in", q.Clusters)
-	}
+	fleetsQ := firestoredb.LiveFleetsQuery(client, q.Clusters)
+	clustersQ := firestoredb.ClustersQuery(client)
 	fleetsReady, clustersReady := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { listen(ctx, v, "fleets", fleetsQ, fleetsReady, v.resetFleets, v.applyFleet) })
@@ -218,23 +213,22 @@ func (v *View) applyFleet(c firestore.DocumentChange) {
 }
 
 func (v *View) decodeFleet(s *firestore.DocumentSnapshot) *fleet.Document {
-	var d fleet.Document
-	if err := s.DataTo(&d); err != nil {
+	d, err := firestoredb.DecodeFleet(s)
+	if err != nil {
 		v.q.Log.Error("fleetwatch: undecodable fleet document skipped", "doc", s.Ref.ID, logging.KeyError, err.Error())
 		return nil
 	}
 	if d.Deleted {
 		return nil
 	}
-	return &d
+	return d
 }
 
 func (v *View) resetClusters(docs []*firestore.DocumentSnapshot, _ bool) {
 	next := map[string]*fleet.ClusterDocument{}
 	for _, s := range docs {
-		var c fleet.ClusterDocument
-		if err := s.DataTo(&c); err == nil {
-			next[c.Cluster] = &c
+		if c, err := firestoredb.DecodeCluster(s); err == nil {
+			next[c.Cluster] = c
 		}
 	}
 	v.mu.Lock()
@@ -249,9 +243,8 @@ func (v *View) applyCluster(c firestore.DocumentChange) {
 		delete(v.clus, c.Doc.Ref.ID)
 		return
 	}
-	var cd fleet.ClusterDocument
-	if err := c.Doc.DataTo(&cd); err == nil {
-		v.clus[cd.Cluster] = &cd
+	if cd, err := firestoredb.DecodeCluster(c.Doc); err == nil {
+		v.clus[cd.Cluster] = cd
 	}
 }
 
@@ -262,11 +255,11 @@ func (v *View) emit(kind ChangeKind, d *fleet.Document) {
 	v.mu.RLock()
 	stale := v.staleLocked(d.Cluster)
 	v.mu.RUnlock()
-	v.q.OnChange(Change{Kind: kind, Fleet: fleetquery.NewFleet(d, stale)})
+	v.q.OnChange(Change{Kind: kind, Fleet: fleetapi.NewFleet(d, stale)})
 }
 
 func (v *View) staleLocked(cluster string) bool {
-	return fleetquery.IsStale(v.clus[cluster], v.q.Now(), v.q.StaleAfter)
+	return fleetapi.IsStale(v.clus[cluster], v.q.Now(), v.q.StaleAfter)
 }
 
 // Done is closed when the watch has ended (its context was cancelled).
@@ -281,19 +274,19 @@ func (v *View) Err() error {
 
 // Fleets returns the fleets matching selector (nil: all), stale ones
 // included and marked, in (cluster, namespace, name) order.
-func (v *View) Fleets(selector labels.Selector) []fleetquery.Fleet {
+func (v *View) Fleets(selector labels.Selector) []fleetapi.Fleet {
 	if selector == nil {
 		selector = labels.Everything()
 	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	out := []fleetquery.Fleet{}
+	out := []fleetapi.Fleet{}
 	for _, d := range v.fleets {
 		if selector.Matches(labels.Set(d.Labels)) {
-			out = append(out, fleetquery.NewFleet(d, v.staleLocked(d.Cluster)))
+			out = append(out, fleetapi.NewFleet(d, v.staleLocked(d.Cluster)))
 		}
 	}
-	slices.SortFunc(out, func(a, b fleetquery.Fleet) int {
+	slices.SortFunc(out, func(a, b fleetapi.Fleet) int {
 		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return out
@@ -314,8 +307,8 @@ var ErrNoFleet = errors.New("no fleet with capacity matches")
 // ready replicas, or with the most available capacity of Policy.Counter.
 // Fleets without spare capacity are never picked. Ties go to the first in
 // (cluster, namespace, name) order, so the choice is deterministic.
-func (v *View) Pick(selector labels.Selector, p Policy) (fleetquery.Fleet, error) {
-	var best fleetquery.Fleet
+func (v *View) Pick(selector labels.Selector, p Policy) (fleetapi.Fleet, error) {
+	var best fleetapi.Fleet
 	var bestScore int64
 	for _, f := range v.Fleets(selector) {
 		if f.Stale {
@@ -330,7 +323,7 @@ func (v *View) Pick(selector labels.Selector, p Policy) (fleetquery.Fleet, error
 		}
 	}
 	if bestScore == 0 {
-		return fleetquery.Fleet{}, ErrNoFleet
+		return fleetapi.Fleet{}, ErrNoFleet
 	}
 	return best, nil
 }

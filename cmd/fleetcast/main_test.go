@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/internal/emulator"
 	"github.com/fleetcast/fleetcast/internal/syncbuf"
@@ -108,7 +109,7 @@ func runCLI(tb testing.TB, project string, args ...string) (string, string, erro
 
 func TestCommandsAgainstFirestoreAndTheAPI(t *testing.T) {
 	project, store := world(t)
-	srv := httptest.NewServer(query.NewHandler(store, logging.New(io.Discard, logging.LevelWarning), time.Now, query.DefaultStaleAfter))
+	srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(store, fleetapi.Options{ClusterRefresh: -1}), logging.New(io.Discard, logging.LevelWarning)))
 	t.Cleanup(srv.Close)
 	tests := []struct {
 		golden string

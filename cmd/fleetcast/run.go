@@ -8,24 +8,20 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/api/idtoken"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
-	"github.com/fleetcast/fleetcast/fleetquery"
 	"github.com/fleetcast/fleetcast/fleetwatch"
 )
 
@@ -136,28 +132,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cmd == "watch" {
 		return watch(ctx, o, stdout)
 	}
-	src, closeSrc, err := newSource(ctx, o)
+	api, closeAPI, err := newAPI(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer closeSrc()
+	defer closeAPI()
 	switch cmd {
 	case "get fleets":
-		fleets, err := src.fleets(ctx, fleetParams(o))
+		q, err := fleetapi.ParseQuery(fleetParams(o))
 		if err != nil {
-			return err
+			return flagError(err)
+		}
+		fleets, err := fleetapi.AllFleets(ctx, api, q)
+		if err != nil {
+			return flagError(err)
 		}
 		return printFleets(stdout, o.output, fleets)
 	case "get clusters":
-		clusters, err := src.clusters(ctx)
+		clusters, err := api.ListClusters(ctx)
 		if err != nil {
 			return err
 		}
-		return printClusters(stdout, o.output, clusters)
+		return printClusters(stdout, o.output, clusters.Items)
 	default:
-		lv, err := src.labels(ctx, rest[0], o.includeStale)
+		lv, err := api.LabelValues(ctx, rest[0], o.includeStale)
 		if err != nil {
-			return err
+			return flagError(err)
 		}
 		return printLabels(stdout, o.output, lv)
 	}
@@ -196,34 +196,22 @@ func fleetParams(o options) url.Values {
 	return v
 }
 
-// source is where the commands read: Firestore or the HTTP API.
-type source interface {
-	fleets(ctx context.Context, params url.Values) ([]fleetquery.Fleet, error)
-	clusters(ctx context.Context) ([]fleetquery.Cluster, error)
-	labels(ctx context.Context, key string, includeStale bool) (fleetquery.LabelValues, error)
-}
-
-func newSource(ctx context.Context, o options) (source, func(), error) {
+// newAPI returns where the commands read: the HTTP API, or Firestore
+// through the same read model the API answers from.
+func newAPI(ctx context.Context, o options) (fleetapi.API, func(), error) {
 	if o.api != "" {
-		u, err := url.Parse(strings.TrimSuffix(o.api, "/"))
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, nil, fmt.Errorf("--api %q: want an http(s) URL", o.api)
+		c, err := fleetapi.NewClient(ctx, o.api, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--api: %w", err)
 		}
-		client := http.DefaultClient
-		if h := u.Hostname(); h != "localhost" && h != "127.0.0.1" && h != "::1" {
-			// Cloud Functions behind IAM want a Google ID token for their URL.
-			if client, err = idtoken.NewClient(ctx, o.api); err != nil {
-				return nil, nil, fmt.Errorf("ID token for %s (gcloud auth application-default login?): %w", o.api, err)
-			}
-		}
-		return &apiSource{base: u.String(), client: client}, func() {}, nil
+		return c, func() {}, nil
 	}
 	client, err := firestoreClient(ctx, o)
 	if err != nil {
 		return nil, nil, err
 	}
-	svc := fleetapi.NewService(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now), time.Now, o.staleAfter)
-	return &firestoreSource{svc: svc}, func() { _ = client.Close() }, nil
+	svc := fleetapi.NewService(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now), fleetapi.Options{StaleAfter: o.staleAfter})
+	return svc, func() { _ = client.Close() }, nil
 }
 
 func firestoreClient(ctx context.Context, o options) (*firestore.Client, error) {
@@ -237,109 +225,15 @@ func firestoreClient(ctx context.Context, o options) (*firestore.Client, error) 
 	return c, nil
 }
 
-type firestoreSource struct{ svc *fleetapi.Service }
-
-func (s *firestoreSource) fleets(ctx context.Context, params url.Values) ([]fleetquery.Fleet, error) {
-	var out []fleetquery.Fleet
-	params.Set("pageSize", strconv.Itoa(fleetquery.MaxPageSize))
-	for {
-		q, err := fleetquery.ParseQuery(params)
-		if err != nil {
-			return nil, flagError(err)
-		}
-		page, err := s.svc.ListFleets(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page.Items...)
-		if page.NextPageToken == "" {
-			return out, nil
-		}
-		params.Set("pageToken", page.NextPageToken)
-	}
-}
-
-func (s *firestoreSource) clusters(ctx context.Context) ([]fleetquery.Cluster, error) {
-	l, err := s.svc.ListClusters(ctx)
-	return l.Items, err
-}
-
-func (s *firestoreSource) labels(ctx context.Context, key string, includeStale bool) (fleetquery.LabelValues, error) {
-	if err := fleet.ValidateLabels("key", map[string]string{key: ""}); err != nil {
-		return fleetquery.LabelValues{}, fmt.Errorf("%q is not a label key", key)
-	}
-	return s.svc.LabelValues(ctx, key, includeStale)
-}
-
-// flagError names the flag behind a query parameter.
+// flagError names the flag behind a bad query parameter.
 func flagError(err error) error {
-	var pe *fleetquery.ParamError
-	if errors.As(err, &pe) {
-		flagName := map[string]string{"selector": "-l", "namespace": "-n", "cluster": "--cluster"}[pe.Param]
+	if e, ok := errors.AsType[*fleetapi.Error](err); ok && e.Code == fleetapi.InvalidArgument {
+		flagName := map[string]string{"selector": "-l", "namespace": "-n", "cluster": "--cluster", "key": "KEY"}[e.Param]
 		if flagName != "" {
-			return fmt.Errorf("%s: %s", flagName, pe.Message)
+			return fmt.Errorf("%s: %s", flagName, e.Message)
 		}
 	}
 	return err
-}
-
-type apiSource struct {
-	base   string
-	client *http.Client
-}
-
-func (s *apiSource) get(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("query API: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("query API: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct{ Message, Param string }
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-			return flagError(&fleetquery.ParamError{Param: e.Error.Param, Message: e.Error.Message})
-		}
-		return fmt.Errorf("query API: %s", resp.Status)
-	}
-	return json.Unmarshal(body, v)
-}
-
-func (s *apiSource) fleets(ctx context.Context, params url.Values) ([]fleetquery.Fleet, error) {
-	var out []fleetquery.Fleet
-	params.Set("pageSize", strconv.Itoa(fleetquery.MaxPageSize))
-	for {
-		var page fleetquery.FleetList
-		if err := s.get(ctx, "/v1/fleets?"+params.Encode(), &page); err != nil {
-			return nil, err
-		}
-		out = append(out, page.Items...)
-		if page.NextPageToken == "" {
-			return out, nil
-		}
-		params.Set("pageToken", page.NextPageToken)
-	}
-}
-
-func (s *apiSource) clusters(ctx context.Context) ([]fleetquery.Cluster, error) {
-	var l fleetquery.ClusterList
-	err := s.get(ctx, "/v1/clusters", &l)
-	return l.Items, err
-}
-
-func (s *apiSource) labels(ctx context.Context, key string, includeStale bool) (fleetquery.LabelValues, error) {
-	var lv fleetquery.LabelValues
-	err := s.get(ctx, "/v1/labels/"+url.PathEscape(key)+"?includeStale="+strconv.FormatBool(includeStale), &lv)
-	return lv, err
 }
 
 func printStructured(w io.Writer, format string, v any) error {
@@ -358,7 +252,7 @@ func printStructured(w io.Writer, format string, v any) error {
 	return err
 }
 
-func printFleets(w io.Writer, format string, fleets []fleetquery.Fleet) error {
+func printFleets(w io.Writer, format string, fleets []fleetapi.Fleet) error {
 	if format == "json" || format == "yaml" {
 		return printStructured(w, format, map[string]any{"items": nonNilSlice(fleets)})
 	}
@@ -374,7 +268,7 @@ func printFleets(w io.Writer, format string, fleets []fleetquery.Fleet) error {
 	return tw.Flush()
 }
 
-func fleetRow(f fleetquery.Fleet, wide bool) string {
+func fleetRow(f fleetapi.Fleet, wide bool) string {
 	row := fmt.Sprintf("%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%t", f.Cluster, f.Namespace, f.Name,
 		f.ReadyReplicas, f.AllocatedReplicas, f.CurrentReplicas, f.Replicas,
 		(time.Duration(f.LagMillis) * time.Millisecond).String(), f.Stale)
@@ -393,7 +287,7 @@ func fleetRow(f fleetquery.Fleet, wide bool) string {
 	return row
 }
 
-func printClusters(w io.Writer, format string, clusters []fleetquery.Cluster) error {
+func printClusters(w io.Writer, format string, clusters []fleetapi.Cluster) error {
 	if format == "json" || format == "yaml" {
 		return printStructured(w, format, map[string]any{"items": nonNilSlice(clusters)})
 	}
@@ -410,7 +304,7 @@ func printClusters(w io.Writer, format string, clusters []fleetquery.Cluster) er
 	return tw.Flush()
 }
 
-func printLabels(w io.Writer, format string, lv fleetquery.LabelValues) error {
+func printLabels(w io.Writer, format string, lv fleetapi.LabelValues) error {
 	if format == "json" || format == "yaml" {
 		return printStructured(w, format, lv)
 	}
@@ -439,14 +333,14 @@ func watch(ctx context.Context, o options, w io.Writer) error {
 	defer client.Close()
 	var mu sync.Mutex // the initial table is printed before any change
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	show := func(change string, f fleetquery.Fleet) {
+	show := func(change string, f fleetapi.Fleet) {
 		if sel.Matches(labels.Set(f.Labels)) && (o.namespace == "" || f.Namespace == o.namespace) {
 			fmt.Fprintf(tw, "%s\t%s\n", change, fleetRow(f, false))
 		}
 	}
 	// Held until the initial table is out: changes wait for it.
 	mu.Lock()
-	v, err := fleetwatch.Watch(ctx, client, fleetwatch.Query{
+	v, err := fleetwatch.Watch(ctx, client, fleetwatch.Options{
 		Clusters:   o.clusters,
 		StaleAfter: o.staleAfter,
 		OnChange: func(c fleetwatch.Change) {

@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return err
 	}
 	defer client.Close()
-	view, err := fleetwatch.Watch(ctx, client, fleetwatch.Query{})
+	view, err := fleetwatch.Watch(ctx, client, fleetwatch.Options{})
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,19 +16,12 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
-	"github.com/fleetcast/fleetcast/fleetquery"
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/logging"
 )
-
-// DefaultStaleAfter is fleetapi's: three default snapshot intervals.
-const DefaultStaleAfter = fleetapi.DefaultStaleAfter
 
 // Handler serves the query API.
 type Handler struct {
@@ -39,161 +30,141 @@ type Handler struct {
 	mux *http.ServeMux
 }
 
-// NewHandler returns the API over store.
-func NewHandler(store fleetapi.Reader, log *slog.Logger, now func() time.Time, staleAfter time.Duration) *Handler {
-	h := &Handler{svc: fleetapi.NewService(store, now, staleAfter), log: log, mux: http.NewServeMux()}
-	h.mux.HandleFunc("/v1/fleets", h.get(h.listFleets))
-	h.mux.HandleFunc("/v1/fleets/{cluster}/{namespace}/{name}", h.get(h.getFleet))
-	h.mux.HandleFunc("/v1/clusters", h.get(h.listClusters))
-	h.mux.HandleFunc("/v1/clusters/{cluster}", h.get(h.getCluster))
-	h.mux.HandleFunc("/v1/labels/{key...}", h.get(h.labelValues))
+// NewHandler returns the API answering from svc.
+func NewHandler(svc *fleetapi.Service, log *slog.Logger) *Handler {
+	h := &Handler{svc: svc, log: log, mux: http.NewServeMux()}
+	h.mux.HandleFunc("/v1/fleets", h.get(listFleets))
+	h.mux.HandleFunc("/v1/fleets/{cluster}/{namespace}/{name}", h.get(getFleet))
+	h.mux.HandleFunc("/v1/clusters", h.get(listClusters))
+	h.mux.HandleFunc("/v1/clusters/{cluster}", h.get(getCluster))
+	h.mux.HandleFunc("/v1/labels/{key...}", h.get(labelValues))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		h.fail(w, r, http.StatusNotFound, "NOT_FOUND", "", fmt.Sprintf("no such resource: %s", r.URL.Path))
+		h.fail(w, r, &fleetapi.Error{Code: fleetapi.NotFound, Message: fmt.Sprintf("no such resource: %s", r.URL.Path)})
 	})
 	return h
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// apiError is an answer other than 200.
-type apiError struct {
-	status int
-	code   string
-	param  string
-	msg    string
-}
+// An endpoint validates its request and returns the ETag key of its answer
+// and how to make the answer from a reading of the view.
+type endpoint func(r *http.Request) (key string, answer func(*fleetapi.Read) (any, error), err error)
 
-func (e *apiError) Error() string { return e.msg }
-
-func badParam(err error) *apiError {
-	var pe *fleetquery.ParamError
-	if errors.As(err, &pe) {
-		return &apiError{status: http.StatusBadRequest, code: "INVALID_ARGUMENT", param: pe.Param, msg: pe.Error()}
-	}
-	return &apiError{status: http.StatusBadRequest, code: "INVALID_ARGUMENT", msg: err.Error()}
-}
-
-func notFound(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusNotFound, code: "NOT_FOUND", msg: fmt.Sprintf(format, args...)}
-}
-
-// get wraps a read-only endpoint: GET and HEAD only, errors as JSON.
-func (h *Handler) get(f func(*http.Request) (any, error)) http.HandlerFunc {
+// get serves a read-only endpoint: GET and HEAD only. It syncs the view,
+// answers 304 from the ETag alone when the client has the answer, and
+// writes errors as the API's error document.
+func (h *Handler) get(e endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			h.fail(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "", fmt.Sprintf("method %s not allowed; use GET", r.Method))
+			h.failStatus(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "", fmt.Sprintf("method %s not allowed; use GET", r.Method))
 			return
 		}
-		v, err := f(r)
-		var ae *apiError
-		switch {
-		case errors.As(err, &ae):
-			h.fail(w, r, ae.status, ae.code, ae.param, ae.msg)
-		case err != nil && unavailable(err):
-			// The store cannot answer now: worth a retry.
-			h.log.WarnContext(r.Context(), "query failed: the store is unavailable", "path", r.URL.Path, logging.KeyError, err.Error())
-			h.fail(w, r, http.StatusServiceUnavailable, "UNAVAILABLE", "", "the fleet store is unavailable; retry")
-		case err != nil:
-			// Anything else is a fault a retry will not fix: its cause
-			// goes to the log, not to the caller.
-			h.log.ErrorContext(r.Context(), "query failed", "path", r.URL.Path, logging.KeyError, err.Error())
-			h.fail(w, r, http.StatusInternalServerError, "INTERNAL", "", "the query failed; see the function's logs")
-		default:
-			h.reply(w, r, v)
+		key, answer, err := e(r)
+		if err != nil {
+			h.fail(w, r, err)
+			return
 		}
+		read, err := h.svc.Read(r.Context())
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		gz := acceptsGzip(r)
+		etag := read.ETag(key)
+		if gz {
+			etag += "-gzip" // a strong ETag names one representation
+		}
+		etag = `"` + etag + `"`
+		if matchesETag(r.Header.Get("If-None-Match"), etag) {
+			read.Close()
+			hd := w.Header()
+			hd.Set("ETag", etag)
+			hd.Set("Cache-Control", "no-cache")
+			hd.Set("Vary", "Accept-Encoding")
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		v, err := answer(read)
+		read.Close()
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		h.reply(w, r, v, etag, gz)
 	}
 }
 
-func (h *Handler) listFleets(r *http.Request) (any, error) {
-	q, err := fleetquery.ParseQuery(r.URL.Query())
+func listFleets(r *http.Request) (string, func(*fleetapi.Read) (any, error), error) {
+	q, err := fleetapi.ParseQuery(r.URL.Query())
 	if err != nil {
-		return nil, badParam(err)
+		return "", nil, err
 	}
-	list, err := h.svc.ListFleets(r.Context(), q)
-	var pe *fleetquery.ParamError
-	if errors.As(err, &pe) {
-		return nil, badParam(err)
-	}
-	return list, err
+	return fleetapi.FleetsKey(q), func(rd *fleetapi.Read) (any, error) { return rd.Fleets(q) }, nil
 }
 
-func (h *Handler) getFleet(r *http.Request) (any, error) {
+func getFleet(r *http.Request) (string, func(*fleetapi.Read) (any, error), error) {
 	k := fleet.Key{Cluster: r.PathValue("cluster"), Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
-	if err := fleet.ValidateClusterName(k.Cluster); err != nil {
-		return nil, badParam(&fleetquery.ParamError{Param: "cluster", Message: err.Error()})
+	if err := fleetapi.ValidateKey(k); err != nil {
+		return "", nil, err
 	}
-	if err := k.Ref().Validate(); err != nil {
-		return nil, badParam(&fleetquery.ParamError{Param: "namespace/name", Message: err.Error()})
-	}
-	return notFoundAs(h.svc.GetFleet(r.Context(), k))
+	return "fleet/" + k.DocID(), func(rd *fleetapi.Read) (any, error) { return rd.Fleet(k) }, nil
 }
 
-func (h *Handler) listClusters(r *http.Request) (any, error) {
-	for name := range r.URL.Query() {
-		return nil, badParam(&fleetquery.ParamError{Param: name, Message: "unknown parameter"})
+func listClusters(r *http.Request) (string, func(*fleetapi.Read) (any, error), error) {
+	if err := noParams(r); err != nil {
+		return "", nil, err
 	}
-	return h.svc.ListClusters(r.Context())
+	return "clusters", func(rd *fleetapi.Read) (any, error) { return rd.Clusters(), nil }, nil
 }
 
-func (h *Handler) getCluster(r *http.Request) (any, error) {
+func getCluster(r *http.Request) (string, func(*fleetapi.Read) (any, error), error) {
 	name := r.PathValue("cluster")
-	if err := fleet.ValidateClusterName(name); err != nil {
-		return nil, badParam(&fleetquery.ParamError{Param: "cluster", Message: err.Error()})
+	if err := noParams(r); err != nil {
+		return "", nil, err
 	}
-	return notFoundAs(h.svc.GetCluster(r.Context(), name))
+	if err := fleetapi.ValidateClusterName(name); err != nil {
+		return "", nil, err
+	}
+	return "cluster/" + name, func(rd *fleetapi.Read) (any, error) { return rd.Cluster(name) }, nil
 }
 
-func (h *Handler) labelValues(r *http.Request) (any, error) {
+func labelValues(r *http.Request) (string, func(*fleetapi.Read) (any, error), error) {
 	key := r.PathValue("key")
-	if err := fleet.ValidateLabels("key", map[string]string{key: ""}); err != nil {
-		return nil, badParam(&fleetquery.ParamError{Param: "key", Message: fmt.Sprintf("%q is not a label key", key)})
+	if err := fleetapi.ValidateLabelKey(key); err != nil {
+		return "", nil, err
 	}
 	includeStale := false
 	for name, vals := range r.URL.Query() {
 		if name != "includeStale" || len(vals) != 1 || (vals[0] != "true" && vals[0] != "false") {
-			return nil, badParam(&fleetquery.ParamError{Param: name, Message: "the only parameter is includeStale=true|false"})
+			return "", nil, &fleetapi.Error{Code: fleetapi.InvalidArgument, Param: name, Message: "the only parameter is includeStale=true|false"}
 		}
 		includeStale = vals[0] == "true"
 	}
-	return h.svc.LabelValues(r.Context(), key, includeStale)
+	return fmt.Sprintf("labels/%s?%t", key, includeStale), func(rd *fleetapi.Read) (any, error) { return rd.Labels(key, includeStale) }, nil
 }
 
-// notFoundAs turns fleetapi.ErrNotFound into a 404.
-func notFoundAs[T any](v T, err error) (any, error) {
-	if errors.Is(err, fleetapi.ErrNotFound) {
-		return nil, notFound("%v", err)
+func noParams(r *http.Request) error {
+	for name := range r.URL.Query() {
+		return &fleetapi.Error{Code: fleetapi.InvalidArgument, Param: name, Message: "unknown parameter"}
 	}
-	return v, err
+	return nil
 }
 
-// reply writes v as JSON with a strong ETag, answering 304 when the
-// client has it already, and gzip when the client accepts it.
-func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any) {
+// reply writes v as JSON with its ETag, gzipped when the client accepts it.
+func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any, etag string, gz bool) {
 	body, err := json.Marshal(v)
 	if err != nil {
-		h.fail(w, r, http.StatusInternalServerError, "INTERNAL", "", "cannot encode the answer")
+		h.fail(w, r, &fleetapi.Error{Code: fleetapi.Internal, Message: "cannot encode the answer", Err: err})
 		return
 	}
-	sum := sha256.Sum256(body)
-	etag := hex.EncodeToString(sum[:16])
-	gz := acceptsGzip(r) && len(body) > 512
-	if gz {
-		etag += "-gzip" // a strong ETag names one representation
-		w.Header().Set("Content-Encoding", "gzip")
-	}
-	etag = `"` + etag + `"`
 	hd := w.Header()
 	hd.Set("ETag", etag)
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("Vary", "Accept-Encoding")
-	if matchesETag(r.Header.Get("If-None-Match"), etag) {
-		hd.Del("Content-Encoding")
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
 	hd.Set("Content-Type", "application/json")
 	if gz {
+		hd.Set("Content-Encoding", "gzip")
 		var buf bytes.Buffer
 		zw := gzip.NewWriter(&buf)
 		_, _ = zw.Write(body)
@@ -207,21 +178,45 @@ func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any) {
 	}
 }
 
-// unavailable reports whether a store error means Firestore cannot answer
-// now but may later — or that the caller went away (nobody reads that
-// answer, and it is no fault to log as one).
-func unavailable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return true
-	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Canceled:
-		return true
-	}
-	return false
+// httpStatus maps the read model's error codes to HTTP.
+var httpStatus = map[fleetapi.Code]int{
+	fleetapi.InvalidArgument: http.StatusBadRequest,
+	fleetapi.NotFound:        http.StatusNotFound,
+	fleetapi.Unavailable:     http.StatusServiceUnavailable,
+	fleetapi.Internal:        http.StatusInternalServerError,
 }
 
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, code, param, msg string) {
+// fail answers an error. A fault's cause goes to the log, not to the
+// caller; a caller that went away is no fault.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e, ok := errors.AsType[*fleetapi.Error](err)
+	if !ok {
+		e = &fleetapi.Error{Code: fleetapi.Internal, Message: "the query failed; see the function's logs", Err: err}
+	}
+	switch {
+	case e.Code == fleetapi.Unavailable && r.Context().Err() == nil:
+		h.log.WarnContext(r.Context(), "query failed: the store is unavailable", "path", r.URL.Path, logging.KeyError, errText(e))
+	case e.Code == fleetapi.Internal:
+		h.log.ErrorContext(r.Context(), "query failed", "path", r.URL.Path, logging.KeyError, errText(e))
+	}
+	msg := e.Message
+	if e.Param != "" {
+		msg = e.Error()
+	}
+	if e.Code == fleetapi.Internal {
+		msg = "the query failed; see the function's logs"
+	}
+	h.failStatus(w, r, httpStatus[e.Code], string(e.Code), e.Param, msg)
+}
+
+func errText(e *fleetapi.Error) string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return e.Message
+}
+
+func (h *Handler) failStatus(w http.ResponseWriter, r *http.Request, status int, code, param, msg string) {
 	e := map[string]any{"code": status, "status": code, "message": msg}
 	if param != "" {
 		e["param"] = param
@@ -259,15 +254,19 @@ func matchesETag(header, etag string) bool {
 // Config is the function's configuration, from the environment; the
 // Firestore database is fnruntime.Firestore's.
 type Config struct {
-	StaleAfter time.Duration
-	LogLevel   slog.Level
+	StaleAfter     time.Duration
+	ClusterRefresh time.Duration
+	LogLevel       slog.Level
 }
 
-// ConfigFromEnv reads STALE_AFTER and LOG_LEVEL.
+// ConfigFromEnv reads STALE_AFTER, CLUSTER_REFRESH and LOG_LEVEL.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	var err error
-	if c.StaleAfter, err = fnruntime.Duration(getenv, "STALE_AFTER", DefaultStaleAfter); err != nil {
+	if c.StaleAfter, err = fnruntime.Duration(getenv, "STALE_AFTER", fleetapi.DefaultStaleAfter); err != nil {
+		return Config{}, err
+	}
+	if c.ClusterRefresh, err = fnruntime.Duration(getenv, "CLUSTER_REFRESH", fleetapi.DefaultClusterRefresh); err != nil {
 		return Config{}, err
 	}
 	if c.LogLevel, err = logging.ParseLevel(getenv("LOG_LEVEL")); err != nil {
@@ -276,8 +275,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-// defaultHandler serves the registered function: one Firestore client per
-// instance, created on the first request.
+// defaultHandler serves the registered function: one Firestore client and
+// one view per instance, created on the first request.
 var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*Handler, error) {
 	cfg, err := ConfigFromEnv(os.Getenv)
 	if err != nil {
@@ -287,8 +286,11 @@ var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*H
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now),
-		logging.New(os.Stdout, cfg.LogLevel), time.Now, cfg.StaleAfter), nil
+	log := logging.New(os.Stdout, cfg.LogLevel)
+	svc := fleetapi.NewService(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now), fleetapi.Options{
+		StaleAfter: cfg.StaleAfter, ClusterRefresh: cfg.ClusterRefresh, Log: log,
+	})
+	return NewHandler(svc, log), nil
 }}
 
 // QueryFleets is the Cloud Function's entry point.

@@ -17,30 +17,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/fleetcast/fleetcast/firestoredb"
-	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/logging"
 )
-
-// failingReader fails every read with err.
-type failingReader struct{ err error }
-
-func (r failingReader) ListFleets(context.Context, firestoredb.FleetFilter) ([]*fleet.Document, error) {
-	return nil, r.err
-}
-func (r failingReader) FleetsWithLabel(context.Context, string) ([]*fleet.Document, error) {
-	return nil, r.err
-}
-func (r failingReader) GetFleet(context.Context, fleet.Key) (*fleet.Document, error) {
-	return nil, r.err
-}
-func (r failingReader) ListClusters(context.Context) ([]*fleet.ClusterDocument, error) {
-	return nil, r.err
-}
-func (r failingReader) GetCluster(context.Context, string) (*fleet.ClusterDocument, error) {
-	return nil, r.err
-}
 
 // TestOnlyUnavailabilityIsA503: a store that cannot answer now is 503
 // (retry); any other failure is a 500 whose cause is logged, not sent.
@@ -61,7 +42,10 @@ func TestOnlyUnavailabilityIsA503(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.err.Error(), func(t *testing.T) {
 			var logs strings.Builder
-			srv := httptest.NewServer(query.NewHandler(failingReader{tt.err}, logging.New(&logs, logging.LevelWarning), time.Now, query.DefaultStaleAfter))
+			src := fleetapitest.NewMemory(time.Now)
+			src.Err = tt.err
+			log := logging.New(&logs, logging.LevelWarning)
+			srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(src, fleetapi.Options{Log: log}), log))
 			defer srv.Close()
 			resp, err := http.Get(srv.URL + "/v1/clusters")
 			require.NoError(t, err)

@@ -37,7 +37,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/fleetquery"
+	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/emulator"
@@ -195,7 +195,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer fs.Close()
-	view, err := fleetwatch.Watch(work, fs, fleetwatch.Query{StaleAfter: 30 * time.Second})
+	view, err := fleetwatch.Watch(work, fs, fleetwatch.Options{StaleAfter: 30 * time.Second})
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
@@ -271,11 +271,11 @@ func show(ctx context.Context, out io.Writer, view *fleetwatch.View, interactive
 // verify checks, through the query API, that every cluster reported in
 // and has fleets.
 func verify(out io.Writer, queryURL string) error {
-	var clusters fleetquery.ClusterList
+	var clusters fleetapi.ClusterList
 	if err := getJSON(queryURL+"/v1/clusters", &clusters); err != nil {
 		return err
 	}
-	var list fleetquery.FleetList
+	var list fleetapi.FleetList
 	if err := getJSON(queryURL+"/v1/fleets?pageSize=1000", &list); err != nil {
 		return err
 	}
@@ -285,7 +285,7 @@ func verify(out io.Writer, queryURL string) error {
 	}
 	var missing []string
 	for _, c := range Clusters {
-		if per[c.Name] == 0 || !slices.ContainsFunc(clusters.Items, func(x fleetquery.Cluster) bool { return x.Cluster == c.Name }) {
+		if per[c.Name] == 0 || !slices.ContainsFunc(clusters.Items, func(x fleetapi.Cluster) bool { return x.Cluster == c.Name }) {
 			missing = append(missing, c.Name)
 		}
 	}

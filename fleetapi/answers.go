@@ -1,6 +1,7 @@
-package fleetquery
+package fleetapi
 
 import (
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -105,12 +106,12 @@ type LabelValue struct {
 	Clusters          []string `json:"clusters"`
 }
 
-// AggregateLabel sums the live documents carrying label key by value,
+// aggregateLabel sums the live documents carrying label key by value,
 // most fleets first, then by value.
-func AggregateLabel(key string, docs []*fleet.Document) LabelValues {
+func aggregateLabel(key string, docs iter.Seq[*fleet.Document]) LabelValues {
 	byValue := map[string]*LabelValue{}
 	clusters := map[string]map[string]bool{}
-	for _, d := range docs {
+	for d := range docs {
 		v, ok := d.Labels[key]
 		if d.Deleted || !ok {
 			continue

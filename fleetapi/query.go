@@ -1,12 +1,8 @@
-// Package fleetquery answers questions about the stored fleets: it parses
-// and validates query parameters (label selectors in Kubernetes syntax,
-// capacity thresholds, ordering, pages), splits a query into the equality
-// filters a database can apply and the rest, applied in memory, and shapes
-// the answers of the query API (schemas/query_api.openapi.yaml).
-package fleetquery
+package fleetapi
 
 import (
 	"cmp"
+	"container/heap"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -19,15 +15,17 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/fleetcast/fleetcast/fleet"
 )
 
-// Limits of a page.
+// Limits of a query.
 const (
 	DefaultPageSize = 100
 	MaxPageSize     = 1000
+	// MaxClusters is the most clusters one query or watch names: the
+	// limit of Firestore's "in" filter, which fleetwatch's listener uses.
+	MaxClusters = 30
 )
 
 // Orderings of a fleet list.
@@ -54,18 +52,6 @@ type Query struct {
 	After *Cursor
 }
 
-// ParamError is a bad query parameter; Param names it.
-type ParamError struct {
-	Param   string
-	Message string
-}
-
-func (e *ParamError) Error() string { return fmt.Sprintf("parameter %s: %s", e.Param, e.Message) }
-
-func paramErr(param, format string, args ...any) *ParamError {
-	return &ParamError{Param: param, Message: fmt.Sprintf(format, args...)}
-}
-
 var knownParams = map[string]bool{
 	"cluster": true, "namespace": true, "selector": true, "minReady": true, "counter": true, "minAvailable": true,
 	"list": true, "minListAvailable": true, "includeStale": true, "orderBy": true, "pageSize": true, "pageToken": true,
@@ -75,20 +61,23 @@ var knownParams = map[string]bool{
 func ParseQuery(v url.Values) (Query, error) {
 	for name := range v {
 		if !knownParams[name] {
+			if name == "" {
+				return Query{}, paramErr("(empty)", "a parameter without a name")
+			}
 			return Query{}, paramErr(name, "unknown parameter")
 		}
 	}
-	q := Query{OrderBy: OrderByName, PageSize: DefaultPageSize, Selector: labels.Everything()}
+	q := NewQuery()
 	for _, c := range v["cluster"] {
-		if err := fleet.ValidateClusterName(c); err != nil {
-			return Query{}, paramErr("cluster", "%q is not a cluster name (a DNS-1123 label)", c)
+		if err := ValidateClusterName(c); err != nil {
+			return Query{}, err
 		}
 		if !slices.Contains(q.Clusters, c) {
 			q.Clusters = append(q.Clusters, c)
 		}
 	}
-	if len(q.Clusters) > 30 {
-		return Query{}, paramErr("cluster", "at most 30 clusters per query")
+	if len(q.Clusters) > MaxClusters {
+		return Query{}, paramErr("cluster", "at most %d clusters per query", MaxClusters)
 	}
 	if ns, err := single(v, "namespace"); err != nil {
 		return Query{}, err
@@ -150,13 +139,51 @@ func ParseQuery(v url.Values) (Query, error) {
 	if s, err := single(v, "pageToken"); err != nil {
 		return Query{}, err
 	} else if s != "" {
-		c, err := decodeCursor(s)
-		if err != nil || c.Query != q.fingerprint() {
-			return Query{}, paramErr("pageToken", "not a token of this query; start again without it")
+		if q, err = q.Next(s); err != nil {
+			return Query{}, err
 		}
-		q.After = &c
 	}
 	return q, nil
+}
+
+// Next returns the query of the page after the one that returned token.
+func (q Query) Next(token string) (Query, error) {
+	c, err := decodeCursor(token)
+	if err != nil || c.Query != q.fingerprint() {
+		return Query{}, paramErr("pageToken", "not a token of this query; start again without it")
+	}
+	q.After = &c
+	return q, nil
+}
+
+// Values returns q as the parameters of GET /v1/fleets: ParseQuery of them
+// gives q back.
+func (q Query) Values() url.Values {
+	v := url.Values{}
+	for _, c := range q.Clusters {
+		v.Add("cluster", c)
+	}
+	set := func(name, value string, given bool) {
+		if given {
+			v.Set(name, value)
+		}
+	}
+	set("namespace", q.Namespace, q.Namespace != "")
+	if q.Selector != nil && !q.Selector.Empty() {
+		v.Set("selector", q.Selector.String())
+	}
+	set("minReady", strconv.FormatInt(q.MinReady, 10), q.MinReady != 0)
+	set("counter", q.Counter, q.Counter != "")
+	set("minAvailable", strconv.FormatInt(q.MinAvailable, 10), q.Counter != "" && q.MinAvailable != 0)
+	set("list", q.List, q.List != "")
+	set("minListAvailable", strconv.FormatInt(q.MinListAvail, 10), q.List != "" && q.MinListAvail != 0)
+	set("includeStale", "true", q.IncludeStale)
+	set("orderBy", q.OrderBy, q.OrderBy != "" && q.OrderBy != OrderByName)
+	set("pageSize", strconv.Itoa(q.PageSize), q.PageSize != 0 && q.PageSize != DefaultPageSize)
+	if q.After != nil {
+		v.Set("pageToken", q.After.encode())
+	}
+	return v
 }
 
 func single(v url.Values, name string) (string, error) {
@@ -199,22 +226,6 @@ func threshold(v url.Values, keyParam, minParam string) (string, int64, error) {
 		return "", 0, paramErr(keyParam, "%q is not a %s key", key, keyParam)
 	}
 	return key, min, nil
-}
-
-// Equalities returns the selector's requirements a database can apply as
-// equality filters on labels.<key>: "k=v", "k==v" and "k in (v)".
-func (q Query) Equalities() map[string]string {
-	out := map[string]string{}
-	reqs, _ := q.Selector.Requirements()
-	for _, r := range reqs {
-		vals := r.Values().UnsortedList()
-		switch {
-		case (r.Operator() == selection.Equals || r.Operator() == selection.DoubleEquals) && len(vals) == 1,
-			r.Operator() == selection.In && len(vals) == 1:
-			out[r.Key()] = vals[0]
-		}
-	}
-	return out
 }
 
 // Matches applies every filter of q to a live document; stale says whether
@@ -291,6 +302,16 @@ func (q Query) fingerprint() string {
 	return hex.EncodeToString(h[:8])
 }
 
+// key identifies the answer to q: every parameter, the page size and
+// position included.
+func (q Query) key() string {
+	after := ""
+	if q.After != nil {
+		after = q.After.encode()
+	}
+	return fmt.Sprintf("%s|%d|%s", q.fingerprint(), q.PageSize, after)
+}
+
 // sortKey is the primary ordering value of a document under q (larger
 // first), 0 for ordering by name.
 func (q Query) sortKey(d *fleet.Document) int64 {
@@ -309,32 +330,63 @@ func (q Query) sortKey(d *fleet.Document) int64 {
 	return 0
 }
 
-// compare orders documents for q: by the sort key descending, then by
+// compare orders entries for q: by the sort key descending, then by
 // document ID, which is (cluster, namespace, name) order.
-func (q Query) compare(a, b *fleet.Document) int {
-	return cmp.Or(cmp.Compare(q.sortKey(b), q.sortKey(a)), strings.Compare(a.Key().DocID(), b.Key().DocID()))
+func (q Query) compare(a, b *entry) int {
+	return cmp.Or(cmp.Compare(q.sortKey(b.doc), q.sortKey(a.doc)), strings.Compare(a.id, b.id))
 }
 
-// Page sorts the matching documents, cuts the page after the cursor and
-// returns it with the token of the next page ("" on the last).
-func (q Query) Page(docs []*fleet.Document) ([]*fleet.Document, string) {
-	slices.SortFunc(docs, q.compare)
-	start := 0
-	if q.After != nil {
-		start, _ = slices.BinarySearchFunc(docs, *q.After, func(d *fleet.Document, c Cursor) int {
-			return cmp.Or(cmp.Compare(c.Key, q.sortKey(d)), strings.Compare(d.Key().DocID(), c.ID))
-		})
-		for start < len(docs) && docs[start].Key().DocID() == q.After.ID && q.sortKey(docs[start]) == q.After.Key {
-			start++
-		}
+// afterCursor reports whether e comes after the position q.After.
+func (q Query) afterCursor(e *entry) bool {
+	c := q.After
+	return c == nil || cmp.Or(cmp.Compare(c.Key, q.sortKey(e.doc)), strings.Compare(e.id, c.ID)) > 0
+}
+
+// pager collects one page while the matching entries stream past it, in
+// any order: it keeps the PageSize first (in q's order) after the cursor
+// in a heap whose top is the last of them, so a request holds no more
+// than its page however many fleets match.
+type pager struct {
+	q     Query
+	top   []*entry // a max-heap under q.compare
+	total int      // entries matched
+	after int      // of those, after the cursor
+}
+
+func (p *pager) add(e *entry) {
+	p.total++
+	if !p.q.afterCursor(e) {
+		return
 	}
-	end := min(start+q.PageSize, len(docs))
-	page := docs[start:end]
-	if end == len(docs) {
+	p.after++
+	switch {
+	case len(p.top) < p.q.PageSize:
+		heap.Push(p, e)
+	case p.q.compare(e, p.top[0]) < 0:
+		p.top[0] = e
+		heap.Fix(p, 0)
+	}
+}
+
+// page returns the page in q's order and the token of the next page ("" on
+// the last).
+func (p *pager) page() ([]*entry, string) {
+	page := slices.SortedFunc(slices.Values(p.top), p.q.compare)
+	if p.after <= len(page) {
 		return page, ""
 	}
 	last := page[len(page)-1]
-	return page, Cursor{Query: q.fingerprint(), Key: q.sortKey(last), ID: last.Key().DocID()}.encode()
+	return page, Cursor{Query: p.q.fingerprint(), Key: p.q.sortKey(last.doc), ID: last.id}.encode()
+}
+
+func (p *pager) Len() int           { return len(p.top) }
+func (p *pager) Less(i, j int) bool { return p.q.compare(p.top[i], p.top[j]) > 0 }
+func (p *pager) Swap(i, j int)      { p.top[i], p.top[j] = p.top[j], p.top[i] }
+func (p *pager) Push(x any)         { p.top = append(p.top, x.(*entry)) }
+func (p *pager) Pop() any {
+	e := p.top[len(p.top)-1]
+	p.top = p.top[:len(p.top)-1]
+	return e
 }
 
 // IsStale reports whether a cluster's last heartbeat was ingested more than

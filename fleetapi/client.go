@@ -1,0 +1,136 @@
+package fleetapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"google.golang.org/api/idtoken"
+
+	"github.com/fleetcast/fleetcast/fleet"
+)
+
+// Client calls the query API (the QueryFleets function) over HTTP.
+type Client struct {
+	base string
+	http *http.Client
+}
+
+var _ API = (*Client)(nil)
+
+// NewClient returns a client of the API at baseURL. Outside localhost it
+// sends a Google-signed ID token for baseURL, as a function behind Cloud
+// Functions IAM requires, from Application Default Credentials; hc, if
+// not nil, is used as it is instead.
+func NewClient(ctx context.Context, baseURL string, hc *http.Client) (*Client, error) {
+	u, err := url.Parse(strings.TrimSuffix(baseURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("query API %q: want an http(s) URL", baseURL)
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+		if h := u.Hostname(); h != "localhost" && h != "127.0.0.1" && h != "::1" {
+			if hc, err = idtoken.NewClient(ctx, baseURL); err != nil {
+				return nil, fmt.Errorf("ID token for %s (gcloud auth application-default login?): %w", baseURL, err)
+			}
+		}
+	}
+	return &Client{base: u.String(), http: hc}, nil
+}
+
+// get reads path into v; an answer other than 200 becomes an *Error.
+func (c *Client) get(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return &Error{Code: Unavailable, Message: "the query API cannot be reached", Err: err}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return &Error{Code: Unavailable, Message: "reading the query API's answer failed", Err: err}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return errorOf(resp, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return &Error{Code: Internal, Message: "the query API's answer is not what it documents", Err: err}
+	}
+	return nil
+}
+
+// errorOf decodes the API's error document; a body without one (a proxy's
+// page, an IAM refusal) becomes an error naming the HTTP status.
+func errorOf(resp *http.Response, body []byte) *Error {
+	var e struct {
+		Error struct {
+			Status  Code   `json:"status"`
+			Message string `json:"message"`
+			Param   string `json:"param"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" && e.Error.Status != "" {
+		return &Error{Code: e.Error.Status, Param: e.Error.Param, Message: e.Error.Message}
+	}
+	code := Internal
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		code = NotFound
+	case resp.StatusCode == http.StatusServiceUnavailable, resp.StatusCode == http.StatusTooManyRequests,
+		resp.StatusCode == http.StatusBadGateway, resp.StatusCode == http.StatusGatewayTimeout:
+		code = Unavailable
+	}
+	return &Error{Code: code, Message: "query API: " + resp.Status}
+}
+
+// ListFleets answers one page of a fleet query.
+func (c *Client) ListFleets(ctx context.Context, q Query) (FleetList, error) {
+	var l FleetList
+	err := c.get(ctx, "/v1/fleets?"+q.normalized().Values().Encode(), &l)
+	return l, err
+}
+
+// GetFleet returns one live fleet.
+func (c *Client) GetFleet(ctx context.Context, k fleet.Key) (Fleet, error) {
+	if err := ValidateKey(k); err != nil {
+		return Fleet{}, err
+	}
+	var f Fleet
+	err := c.get(ctx, "/v1/fleets/"+url.PathEscape(k.Cluster)+"/"+url.PathEscape(k.Namespace)+"/"+url.PathEscape(k.Name), &f)
+	return f, err
+}
+
+// ListClusters returns every cluster.
+func (c *Client) ListClusters(ctx context.Context) (ClusterList, error) {
+	var l ClusterList
+	err := c.get(ctx, "/v1/clusters", &l)
+	return l, err
+}
+
+// GetCluster returns one cluster.
+func (c *Client) GetCluster(ctx context.Context, name string) (Cluster, error) {
+	if err := ValidateClusterName(name); err != nil {
+		return Cluster{}, err
+	}
+	var cl Cluster
+	err := c.get(ctx, "/v1/clusters/"+url.PathEscape(name), &cl)
+	return cl, err
+}
+
+// LabelValues sums the live fleets carrying label key by value.
+func (c *Client) LabelValues(ctx context.Context, key string, includeStale bool) (LabelValues, error) {
+	if err := ValidateLabelKey(key); err != nil {
+		return LabelValues{}, err
+	}
+	var lv LabelValues
+	err := c.get(ctx, "/v1/labels/"+url.PathEscape(key)+"?includeStale="+strconv.FormatBool(includeStale), &lv)
+	return lv, err
+}

@@ -1,0 +1,12 @@
+// Package fleetapi is fleetcast's read model, independent of HTTP: the
+// query parameters and their parsing, matching, ordering, pages and page
+// tokens, the answer shapes of schemas/query_api.openapi.yaml, one error
+// type, the Service that answers from an in-memory view of the live fleets
+// and clusters, and the HTTP Client of the same API.
+//
+// The view costs what changed, not what matched: a Service reads every
+// live fleet and cluster once, then, before each answer, only the
+// documents written since its previous read (firestoredb stamps every
+// write with Firestore's commit time, tombstones included). Filtering,
+// ordering, pages and ETags are computed on the view.
+package fleetapi

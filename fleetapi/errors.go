@@ -1,0 +1,77 @@
+package fleetapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Code classifies an Error; the names are the query API's error statuses.
+type Code string
+
+// Codes of the query API's errors.
+const (
+	// InvalidArgument: a parameter is wrong (Error.Param names it).
+	InvalidArgument Code = "INVALID_ARGUMENT"
+	// NotFound: no such fleet or cluster.
+	NotFound Code = "NOT_FOUND"
+	// Unavailable: the store cannot answer now; retry.
+	Unavailable Code = "UNAVAILABLE"
+	// Internal: a fault a retry will not fix.
+	Internal Code = "INTERNAL"
+)
+
+// Error is every error the read model returns: its Code says what the
+// caller can do about it, Param names the bad parameter of an
+// InvalidArgument, Message is for the caller, Err the cause (for logs).
+type Error struct {
+	Code    Code
+	Param   string
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Param != "":
+		return fmt.Sprintf("parameter %s: %s", e.Param, e.Message)
+	case e.Err != nil:
+		return fmt.Sprintf("%s: %v", e.Message, e.Err)
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// CodeOf returns err's Code: Internal for an error that is not an *Error.
+func CodeOf(err error) Code {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Code
+	}
+	return Internal
+}
+
+func paramErr(param, format string, args ...any) *Error {
+	return &Error{Code: InvalidArgument, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) *Error {
+	return &Error{Code: NotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+// storeErr classifies a failed read of the store: Unavailable when
+// Firestore cannot answer now but may later, or the caller went away (no
+// fault to log as one); Internal otherwise.
+func storeErr(err error) *Error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return &Error{Code: Unavailable, Message: "the fleet store is unavailable; retry", Err: err}
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Canceled:
+		return &Error{Code: Unavailable, Message: "the fleet store is unavailable; retry", Err: err}
+	}
+	return &Error{Code: Internal, Message: "reading the fleet store failed", Err: err}
+}

@@ -1,0 +1,281 @@
+package fleetapi
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fleetcast/fleetcast/firestoredb"
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/logging"
+)
+
+// Source is what a view reads: every live fleet and cluster once, then the
+// documents written since a point, tombstones included.
+// firestoredb.Store is the Source of a deployment.
+type Source interface {
+	LiveFleets(ctx context.Context) (firestoredb.Page[fleet.Document], error)
+	Clusters(ctx context.Context) (firestoredb.Page[fleet.ClusterDocument], error)
+	FleetsWrittenSince(ctx context.Context, since time.Time) (firestoredb.Page[fleet.Document], error)
+	ClustersWrittenSince(ctx context.Context, since time.Time) (firestoredb.Page[fleet.ClusterDocument], error)
+}
+
+var _ Source = (*firestoredb.Store)(nil)
+
+// entry is one live fleet of the view.
+type entry struct {
+	id   string // the document ID: (cluster, namespace, name) order
+	doc  *fleet.Document
+	hash uint64
+}
+
+// view is the in-memory state of the live fleets and clusters, kept
+// current by reading what was written since its last sync.
+type view struct {
+	loaded bool
+	// lastLoad and lastSync are when the newest full load and the
+	// newest sync began, lastClusterSync the newest read of clusters
+	// (the Service's clock). fleetsSince and clustersSince are the
+	// points from which the next sync reads each collection: every
+	// write stamped earlier is in the view.
+	lastLoad, lastSync, lastClusterSync time.Time
+	fleetsSince, clustersSince          time.Time
+
+	byID     map[string]*entry
+	sorted   []*entry // by id
+	clusters map[string]*fleet.ClusterDocument
+	// digest is the XOR of the hashes of every live fleet and cluster:
+	// two views holding the same documents have the same digest,
+	// whatever their history.
+	digest uint64
+}
+
+func fleetHash(id string, d *fleet.Document) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(d.Version.Term)))
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(d.Version.Seq)))
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(d.WrittenAt.UnixNano())))
+	return h.Sum64()
+}
+
+func clusterHash(c *fleet.ClusterDocument) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte("cluster/" + c.Cluster))
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(c.SnapshotVersion.Term)))
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(c.SnapshotVersion.Seq)))
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(c.IngestedAt.UnixNano())))
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(c.WrittenAt.UnixNano())))
+	return h.Sum64()
+}
+
+// load replaces the view's content with a full read.
+func (v *view) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument) {
+	v.byID = make(map[string]*entry, len(fleets))
+	v.sorted = make([]*entry, 0, len(fleets))
+	v.clusters = make(map[string]*fleet.ClusterDocument, len(clusters))
+	v.digest = 0
+	for _, d := range fleets {
+		if d.Deleted {
+			continue
+		}
+		id := d.Key().DocID()
+		if old, ok := v.byID[id]; ok { // never twice in one read; be safe
+			v.digest ^= old.hash
+		}
+		e := &entry{id: id, doc: d, hash: fleetHash(id, d)}
+		v.byID[id] = e
+		v.digest ^= e.hash
+	}
+	for _, e := range v.byID {
+		v.sorted = append(v.sorted, e)
+	}
+	slices.SortFunc(v.sorted, func(a, b *entry) int { return strings.Compare(a.id, b.id) })
+	for _, c := range clusters {
+		v.putCluster(c)
+	}
+	v.loaded = true
+}
+
+// putFleet applies one document read since the last sync: a tombstone
+// removes the fleet, a live document adds or replaces it. It reports
+// whether the view changed.
+func (v *view) putFleet(d *fleet.Document) bool {
+	id := d.Key().DocID()
+	old, ok := v.byID[id]
+	if ok && d.Version.Compare(old.doc.Version) < 0 {
+		return false // an older state than held: never step back
+	}
+	if d.Deleted {
+		if !ok {
+			return false
+		}
+		v.digest ^= old.hash
+		delete(v.byID, id)
+		i, _ := slices.BinarySearchFunc(v.sorted, id, func(e *entry, id string) int { return strings.Compare(e.id, id) })
+		v.sorted = slices.Delete(v.sorted, i, i+1)
+		return true
+	}
+	h := fleetHash(id, d)
+	if ok {
+		if old.hash == h {
+			return false // read again within CommitLag of a sync
+		}
+		v.digest ^= old.hash ^ h
+		old.doc, old.hash = d, h
+		return true
+	}
+	e := &entry{id: id, doc: d, hash: h}
+	v.byID[id] = e
+	v.digest ^= h
+	i, _ := slices.BinarySearchFunc(v.sorted, id, func(e *entry, id string) int { return strings.Compare(e.id, id) })
+	v.sorted = slices.Insert(v.sorted, i, e)
+	return true
+}
+
+func (v *view) putCluster(c *fleet.ClusterDocument) {
+	if old, ok := v.clusters[c.Cluster]; ok {
+		if c.SnapshotVersion.Compare(old.SnapshotVersion) < 0 {
+			return
+		}
+		v.digest ^= clusterHash(old)
+	}
+	v.clusters[c.Cluster] = c
+	v.digest ^= clusterHash(c)
+}
+
+// syncRound is one sync of the view, shared by every request that waits
+// for it.
+type syncRound struct {
+	done chan struct{}
+	err  error
+}
+
+// sync brings the view up to date with every write acknowledged before
+// the call: it joins a sync that begins after the call, never one already
+// under way, which may have read before that write. Concurrent callers
+// share rounds, so a burst of requests costs one or two syncs.
+func (s *Service) sync(ctx context.Context) error {
+	s.syncMu.Lock()
+	var r *syncRound
+	switch {
+	case s.running == nil:
+		r = &syncRound{done: make(chan struct{})}
+		s.running = r
+		go s.runSyncs(r)
+	case s.queued != nil:
+		r = s.queued
+	default:
+		r = &syncRound{done: make(chan struct{})}
+		s.queued = r
+	}
+	s.syncMu.Unlock()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return storeErr(context.Cause(ctx))
+	}
+}
+
+// runSyncs runs r, then the round queued while it ran, until none is.
+// Rounds are not bound to one request: a caller that gives up does not
+// cancel the others' sync.
+func (s *Service) runSyncs(r *syncRound) {
+	for r != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.SyncTimeout)
+		r.err = s.syncOnce(ctx)
+		cancel()
+		close(r.done)
+		s.syncMu.Lock()
+		r, s.queued = s.queued, nil
+		s.running = r
+		s.syncMu.Unlock()
+	}
+}
+
+// syncOnce reads what changed since the last sync and applies it; or
+// everything: the first time, every Options.Resync, and when the last
+// sync is so old that tombstones written since may have expired.
+//
+// A sync that begins at T reads the documents stamped at or after the
+// previous sync's point, and its own point is T - CommitLag: a write
+// stamped before that was visible when this sync read (a commit becomes
+// visible at most CommitLag after its server timestamp), so no later
+// sync needs to read it again. Documents stamped within CommitLag before
+// a sync are read again by the next one, and change nothing.
+func (s *Service) syncOnce(ctx context.Context) error {
+	started := s.opts.Now()
+	point := started.Add(-s.opts.CommitLag)
+	s.mu.RLock()
+	v := &s.view
+	full := !v.loaded || started.Sub(v.lastLoad) >= s.opts.Resync || started.Sub(v.lastSync) > s.opts.TombstoneRetention/2
+	clustersDue := started.Sub(v.lastClusterSync) >= s.opts.ClusterRefresh
+	fleetsSince, clustersSince := v.fleetsSince, v.clustersSince
+	s.mu.RUnlock()
+
+	if full {
+		fleets, err := s.src.LiveFleets(ctx)
+		if err != nil {
+			return storeErr(err)
+		}
+		clusters, err := s.src.Clusters(ctx)
+		if err != nil {
+			return storeErr(err)
+		}
+		s.unreadable("fleets", fleets.Unreadable)
+		s.unreadable("clusters", clusters.Unreadable)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.view.load(fleets.Docs, clusters.Docs)
+		s.view.lastLoad, s.view.lastSync, s.view.lastClusterSync = started, started, started
+		s.view.fleetsSince, s.view.clustersSince = point, point
+		s.opts.Log.Info("query view loaded", "fleets", len(s.view.sorted), "clusters", len(s.view.clusters),
+			"tookMillis", s.opts.Now().Sub(started).Milliseconds())
+		return nil
+	}
+	fleets, err := s.src.FleetsWrittenSince(ctx, fleetsSince)
+	if err != nil {
+		return storeErr(err)
+	}
+	s.unreadable("fleets", fleets.Unreadable)
+	var clusters firestoredb.Page[fleet.ClusterDocument]
+	if clustersDue {
+		if clusters, err = s.src.ClustersWrittenSince(ctx, clustersSince); err != nil {
+			return storeErr(err)
+		}
+		s.unreadable("clusters", clusters.Unreadable)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range fleets.Docs {
+		s.view.putFleet(d)
+	}
+	s.view.fleetsSince = maxTime(s.view.fleetsSince, point)
+	if clustersDue {
+		for _, c := range clusters.Docs {
+			s.view.putCluster(c)
+		}
+		s.view.clustersSince = maxTime(s.view.clustersSince, point)
+		s.view.lastClusterSync = started
+	}
+	s.view.lastSync = started
+	return nil
+}
+
+func (s *Service) unreadable(collection string, ids []string) {
+	if len(ids) > 0 {
+		s.opts.Log.Error("query view: undecodable documents skipped", "collection", collection,
+			"count", len(ids), "docs", ids[:min(10, len(ids))], logging.KeyError, "cannot decode")
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
