@@ -77,7 +77,7 @@ func newAPI(tb testing.TB) *api {
 	project := emulator.ProjectID(tb)
 	fs := emulator.Firestore(tb, project)
 	store := firestoredb.New(fs, time.Hour, time.Now)
-	h := query.NewHandler(fleetapi.NewService(store, fleetapi.Options{ClusterRefresh: -1}), logging.New(io.Discard, logging.LevelWarning))
+	h := query.NewHandler(fleetapi.NewService(store, fleetapi.Options{MaxStaleness: -1, ClusterRefresh: -1}), logging.New(io.Discard, logging.LevelWarning))
 	srv := httptest.NewServer(h)
 	tb.Cleanup(srv.Close)
 	return &api{tb: tb, project: project, fs: fs, store: store, srv: srv, seq: 1, live: map[fleet.Key]int64{}}
@@ -530,7 +530,7 @@ func TestStalenessIsJudgedOnTheIngestClock(t *testing.T) {
 func (a *api) instance() *httptest.Server {
 	a.tb.Helper()
 	store := firestoredb.New(a.fs, time.Hour, time.Now)
-	srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(store, fleetapi.Options{ClusterRefresh: -1}),
+	srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(store, fleetapi.Options{MaxStaleness: -1, ClusterRefresh: -1}),
 		logging.New(io.Discard, logging.LevelWarning)))
 	a.tb.Cleanup(srv.Close)
 	return srv

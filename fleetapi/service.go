@@ -32,6 +32,9 @@ const (
 	// write may become visible to queries. The Firestore emulator
 	// showed up to 13 ms with four concurrent writers (see README).
 	DefaultCommitLag = 250 * time.Millisecond
+	// DefaultMaxStaleness is how old a view may be and still answer
+	// without waiting for a sync; see Options.MaxStaleness.
+	DefaultMaxStaleness = 250 * time.Millisecond
 	// DefaultResync is how often a view loads everything again, which
 	// bounds the life of any change it missed (a write that became
 	// visible later than CommitLag, or a clock off by more).
@@ -42,6 +45,14 @@ const (
 type Options struct {
 	// StaleAfter: a cluster whose heartbeat is older is stale.
 	StaleAfter time.Duration
+	// MaxStaleness is how long before a request the view's newest sync
+	// may have begun for the request to be answered without waiting for
+	// another: an answer then holds every write acknowledged more than
+	// MaxStaleness before the request (and, if it waited, every write
+	// acknowledged before it). The view syncs in the background once it
+	// is half that old. Negative: every request waits for a sync that
+	// begins after it arrived (read-your-writes).
+	MaxStaleness time.Duration
 	// ClusterRefresh bounds how old the view's cluster documents
 	// (heartbeats, labels, totals) may be when it answers: they are
 	// read again at most this often, which spares a read per request
@@ -70,6 +81,12 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.StaleAfter <= 0 {
 		o.StaleAfter = DefaultStaleAfter
+	}
+	switch {
+	case o.MaxStaleness == 0:
+		o.MaxStaleness = DefaultMaxStaleness
+	case o.MaxStaleness < 0:
+		o.MaxStaleness = 0
 	}
 	switch {
 	case o.ClusterRefresh == 0:
@@ -120,9 +137,11 @@ func NewService(src Source, opts Options) *Service {
 	return &Service{src: src, opts: opts.withDefaults()}
 }
 
-// Read is a consistent reading of the view, taken after a sync: every
-// write acknowledged before Read was called is in it (cluster documents:
-// up to Options.ClusterRefresh old). Close it promptly: syncs wait for it.
+// Read is a consistent reading of the view, as current as Options say:
+// every write acknowledged before Read was called is in it, or, within
+// MaxStaleness, every write acknowledged that long before; cluster
+// documents may be up to ClusterRefresh older. Close it promptly: syncs
+// wait for it.
 type Read struct {
 	s     *Service
 	now   time.Time

@@ -44,8 +44,8 @@ type world struct {
 	seq int64
 }
 
-func newWorld(t *testing.T) *world {
-	t.Helper()
+func newWorld(tb testing.TB) *world {
+	tb.Helper()
 	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	w := &world{mem: fleetapitest.NewMemory(clk.Now), clk: clk}
 	for _, c := range []string{"pc", "ps5", "xbox"} {
@@ -54,8 +54,13 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
+// service returns a Service over w; unless opts say otherwise, every
+// answer waits for a sync that begins after the request.
 func (w *world) service(opts Options) *Service {
 	opts.Now = w.clk.Now
+	if opts.MaxStaleness == 0 {
+		opts.MaxStaleness = -1
+	}
 	return NewService(w.mem, opts)
 }
 
@@ -477,4 +482,32 @@ func TestAPageHoldsNoMoreThanItsSize(t *testing.T) {
 	assert.Equal(t, want[:5], page)
 	assert.NotEmpty(t, next)
 	assert.Equal(t, 1000, p.total)
+}
+
+// TestMaxStaleness: within MaxStaleness of its newest sync, the view
+// answers without reading; from half of it, a sync starts in the
+// background; past it, the answer waits for a sync.
+func TestMaxStaleness(t *testing.T) {
+	w := newWorld(t)
+	svc := w.service(Options{MaxStaleness: time.Second, ClusterRefresh: time.Hour})
+	all(t, svc, NewQuery())
+	w.clk.Add(2 * time.Second)
+	w.put(doc("pc", "games", "a", nil, 1, nil))
+	assert.Equal(t, []string{"pc/games/a"}, all(t, svc, NewQuery()), "the view is older than MaxStaleness: the answer waits")
+
+	w.clk.Add(100 * time.Millisecond)
+	w.put(doc("pc", "games", "b", nil, 1, nil))
+	before := w.mem.Reads()
+	assert.Equal(t, []string{"pc/games/a"}, all(t, svc, NewQuery()), "within MaxStaleness: answered from the view")
+	assert.Zero(t, w.mem.Reads()-before)
+
+	w.clk.Add(600 * time.Millisecond)
+	all(t, svc, NewQuery()) // past half: a sync in the background
+	assert.Eventually(t, func() bool {
+		r, err := svc.Read(t.Context())
+		require.NoError(t, err)
+		defer r.Close()
+		_, err = r.Fleet(fleet.Key{Cluster: "pc", Namespace: "games", Name: "b"})
+		return err == nil
+	}, 5*time.Second, time.Millisecond)
 }

@@ -154,31 +154,51 @@ type syncRound struct {
 	err  error
 }
 
-// sync brings the view up to date with every write acknowledged before
-// the call: it joins a sync that begins after the call, never one already
-// under way, which may have read before that write. Concurrent callers
-// share rounds, so a burst of requests costs one or two syncs.
+// sync brings the view up to date for a request beginning now. With
+// MaxStaleness, a view whose newest sync began less than that ago is
+// current enough: the request does not wait, and a sync starts in the
+// background once the view is half that old. Otherwise the request waits
+// for a sync that begins after it arrived, never one already under way,
+// which may have read before a write the caller saw acknowledged.
+// Concurrent callers share rounds, so a burst of requests costs one or
+// two syncs.
 func (s *Service) sync(ctx context.Context) error {
-	s.syncMu.Lock()
-	var r *syncRound
-	switch {
-	case s.running == nil:
-		r = &syncRound{done: make(chan struct{})}
-		s.running = r
-		go s.runSyncs(r)
-	case s.queued != nil:
-		r = s.queued
-	default:
-		r = &syncRound{done: make(chan struct{})}
-		s.queued = r
+	if m := s.opts.MaxStaleness; m > 0 {
+		now := s.opts.Now()
+		s.mu.RLock()
+		loaded, age := s.view.loaded, now.Sub(s.view.lastSync)
+		s.mu.RUnlock()
+		if loaded && age < m {
+			if age >= m/2 {
+				s.join()
+			}
+			return nil
+		}
 	}
-	s.syncMu.Unlock()
+	r := s.join()
 	select {
 	case <-r.done:
 		return r.err
 	case <-ctx.Done():
 		return storeErr(context.Cause(ctx))
 	}
+}
+
+// join returns the first round that begins after the call: a new one when
+// none runs, else the one queued behind the running one.
+func (s *Service) join() *syncRound {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	switch {
+	case s.running == nil:
+		r := &syncRound{done: make(chan struct{})}
+		s.running = r
+		go s.runSyncs(r)
+		return r
+	case s.queued == nil:
+		s.queued = &syncRound{done: make(chan struct{})}
+	}
+	return s.queued
 }
 
 // runSyncs runs r, then the round queued while it ran, until none is.
@@ -189,6 +209,11 @@ func (s *Service) runSyncs(r *syncRound) {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.SyncTimeout)
 		r.err = s.syncOnce(ctx)
 		cancel()
+		if r.err != nil {
+			// Waiters answer with the error; a background round has
+			// none, and must not fail unseen.
+			s.opts.Log.Warn("query view sync failed", logging.KeyError, r.err.Error())
+		}
 		close(r.done)
 		s.syncMu.Lock()
 		r, s.queued = s.queued, nil

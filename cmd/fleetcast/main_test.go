@@ -109,7 +109,7 @@ func runCLI(tb testing.TB, project string, args ...string) (string, string, erro
 
 func TestCommandsAgainstFirestoreAndTheAPI(t *testing.T) {
 	project, store := world(t)
-	srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(store, fleetapi.Options{ClusterRefresh: -1}), logging.New(io.Discard, logging.LevelWarning)))
+	srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(store, fleetapi.Options{MaxStaleness: -1, ClusterRefresh: -1}), logging.New(io.Discard, logging.LevelWarning)))
 	t.Cleanup(srv.Close)
 	tests := []struct {
 		golden string

@@ -73,28 +73,28 @@ func (m *Memory) Reads() int64 {
 
 // LiveFleets implements fleetapi.Source.
 func (m *Memory) LiveFleets(context.Context) (firestoredb.Page[fleet.Document], error) {
-	return read(m, m.fleets, func(d *fleet.Document) bool { return !d.Deleted }, fleetWritten)
+	return read(m, m.fleets, func(d fleet.Document) bool { return !d.Deleted }, fleetWritten)
 }
 
 // Clusters implements fleetapi.Source.
 func (m *Memory) Clusters(context.Context) (firestoredb.Page[fleet.ClusterDocument], error) {
-	return read(m, m.clusters, func(*fleet.ClusterDocument) bool { return true }, clusterWritten)
+	return read(m, m.clusters, func(fleet.ClusterDocument) bool { return true }, clusterWritten)
 }
 
 // FleetsWrittenSince implements fleetapi.Source.
 func (m *Memory) FleetsWrittenSince(_ context.Context, since time.Time) (firestoredb.Page[fleet.Document], error) {
-	return read(m, m.fleets, func(d *fleet.Document) bool { return !d.WrittenAt.Before(since) }, fleetWritten)
+	return read(m, m.fleets, func(d fleet.Document) bool { return !d.WrittenAt.Before(since) }, fleetWritten)
 }
 
 // ClustersWrittenSince implements fleetapi.Source.
 func (m *Memory) ClustersWrittenSince(_ context.Context, since time.Time) (firestoredb.Page[fleet.ClusterDocument], error) {
-	return read(m, m.clusters, func(c *fleet.ClusterDocument) bool { return !c.WrittenAt.Before(since) }, clusterWritten)
+	return read(m, m.clusters, func(c fleet.ClusterDocument) bool { return !c.WrittenAt.Before(since) }, clusterWritten)
 }
 
 func fleetWritten(d *fleet.Document) time.Time          { return d.WrittenAt }
 func clusterWritten(c *fleet.ClusterDocument) time.Time { return c.WrittenAt }
 
-func read[T any](m *Memory, docs map[string]T, keep func(*T) bool, written func(*T) time.Time) (firestoredb.Page[T], error) {
+func read[T any](m *Memory, docs map[string]T, keep func(T) bool, written func(*T) time.Time) (firestoredb.Page[T], error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.reads++ // a query is billed at least one read
@@ -103,8 +103,8 @@ func read[T any](m *Memory, docs map[string]T, keep func(*T) bool, written func(
 	}
 	var p firestoredb.Page[T]
 	for _, d := range docs {
-		if keep(&d) {
-			p.Docs = append(p.Docs, &d)
+		if keep(d) {
+			p.Docs = append(p.Docs, new(d))
 		}
 	}
 	m.reads += int64(max(0, len(p.Docs)-1))

@@ -254,19 +254,27 @@ func matchesETag(header, etag string) bool {
 // Config is the function's configuration, from the environment; the
 // Firestore database is fnruntime.Firestore's.
 type Config struct {
-	StaleAfter     time.Duration
-	ClusterRefresh time.Duration
-	LogLevel       slog.Level
+	View     fleetapi.Options
+	LogLevel slog.Level
 }
 
-// ConfigFromEnv reads STALE_AFTER, CLUSTER_REFRESH and LOG_LEVEL.
+// ConfigFromEnv reads STALE_AFTER, MAX_STALENESS (0: every answer waits
+// for a sync), CLUSTER_REFRESH, COMMIT_LAG and LOG_LEVEL.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	var err error
-	if c.StaleAfter, err = fnruntime.Duration(getenv, "STALE_AFTER", fleetapi.DefaultStaleAfter); err != nil {
+	if c.View.StaleAfter, err = fnruntime.Duration(getenv, "STALE_AFTER", fleetapi.DefaultStaleAfter); err != nil {
 		return Config{}, err
 	}
-	if c.ClusterRefresh, err = fnruntime.Duration(getenv, "CLUSTER_REFRESH", fleetapi.DefaultClusterRefresh); err != nil {
+	if getenv("MAX_STALENESS") == "0" {
+		c.View.MaxStaleness = -1
+	} else if c.View.MaxStaleness, err = fnruntime.Duration(getenv, "MAX_STALENESS", fleetapi.DefaultMaxStaleness); err != nil {
+		return Config{}, err
+	}
+	if c.View.ClusterRefresh, err = fnruntime.Duration(getenv, "CLUSTER_REFRESH", fleetapi.DefaultClusterRefresh); err != nil {
+		return Config{}, err
+	}
+	if c.View.CommitLag, err = fnruntime.Duration(getenv, "COMMIT_LAG", fleetapi.DefaultCommitLag); err != nil {
 		return Config{}, err
 	}
 	if c.LogLevel, err = logging.ParseLevel(getenv("LOG_LEVEL")); err != nil {
@@ -287,9 +295,8 @@ var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*H
 		return nil, err
 	}
 	log := logging.New(os.Stdout, cfg.LogLevel)
-	svc := fleetapi.NewService(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now), fleetapi.Options{
-		StaleAfter: cfg.StaleAfter, ClusterRefresh: cfg.ClusterRefresh, Log: log,
-	})
+	cfg.View.Log = log
+	svc := fleetapi.NewService(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now), cfg.View)
 	return NewHandler(svc, log), nil
 }}
 

@@ -53,8 +53,12 @@ func TestOnlyUnavailabilityIsA503(t *testing.T) {
 			resp.Body.Close()
 			assert.Equal(t, tt.wantStatus, resp.StatusCode)
 			assert.NotContains(t, string(body), tt.err.Error(), "the cause stays in the log")
+			// The view logs its failed sync; the request's line is last.
+			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+			require.Len(t, lines, 2, logs.String())
+			assert.Contains(t, lines[0], "query view sync failed")
 			var line map[string]any
-			require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(logs.String())), &line))
+			require.NoError(t, json.Unmarshal([]byte(lines[1]), &line))
 			assert.Equal(t, tt.wantLevel, line["severity"])
 			assert.Contains(t, line[logging.KeyError], tt.err.Error(), "the cause is logged")
 		})

@@ -9,14 +9,12 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,18 +267,24 @@ func show(ctx context.Context, out io.Writer, view *fleetwatch.View, interactive
 }
 
 // verify checks, through the query API, that every cluster reported in
-// and has fleets.
+// and has fleets. The demo's context has ended by then: it has its own.
 func verify(out io.Writer, queryURL string) error {
-	var clusters fleetapi.ClusterList
-	if err := getJSON(queryURL+"/v1/clusters", &clusters); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	api, err := fleetapi.NewClient(ctx, queryURL, nil)
+	if err != nil {
 		return err
 	}
-	var list fleetapi.FleetList
-	if err := getJSON(queryURL+"/v1/fleets?pageSize=1000", &list); err != nil {
-		return err
+	clusters, err := api.ListClusters(ctx)
+	if err != nil {
+		return fmt.Errorf("demo check: %w", err)
+	}
+	fleets, err := fleetapi.AllFleets(ctx, api, fleetapi.NewQuery())
+	if err != nil {
+		return fmt.Errorf("demo check: %w", err)
 	}
 	per := map[string]int{}
-	for _, f := range list.Items {
+	for _, f := range fleets {
 		per[f.Cluster]++
 	}
 	var missing []string
@@ -292,20 +296,8 @@ func verify(out io.Writer, queryURL string) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("demo check failed: no fleets or no heartbeat from %v in the query API", missing)
 	}
-	fmt.Fprintf(out, "» check passed: the query API serves %d fleets from %d clusters\n", len(list.Items), len(clusters.Items))
+	fmt.Fprintf(out, "» check passed: the query API serves %d fleets from %d clusters\n", len(fleets), len(clusters.Items))
 	return nil
-}
-
-func getJSON(url string, v any) error {
-	resp, err := http.Get(url)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // serveFunction runs the local Functions Framework runner for target and

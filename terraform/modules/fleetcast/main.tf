@@ -408,7 +408,10 @@ resource "google_cloudfunctions2_function" "query" {
     max_instance_count               = var.query_max_instances
     max_instance_request_concurrency = 40
     environment_variables = merge(local.firestore_env, {
-      STALE_AFTER = var.stale_after
+      STALE_AFTER     = var.stale_after
+      MAX_STALENESS   = var.query_max_staleness
+      CLUSTER_REFRESH = var.query_cluster_refresh
+      COMMIT_LAG      = var.query_commit_lag
     })
   }
   depends_on = [time_sleep.services, time_sleep.build_roles]

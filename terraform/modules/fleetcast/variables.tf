@@ -212,6 +212,37 @@ variable "stale_after" {
   }
 }
 
+variable "query_max_staleness" {
+  type        = string
+  description = "How long before a request the query view's newest sync may have begun for the request to be answered without waiting for one (Go duration; 0: every answer waits, read-your-writes)."
+  default     = "250ms"
+  validation {
+    condition     = can(regex("^([0-9]+(ms|s|m)|0)$", var.query_max_staleness))
+    error_message = "query_max_staleness must be 0 or a duration in ms, s or m such as 250ms."
+  }
+}
+
+variable "query_cluster_refresh" {
+  type        = string
+  description = "How often the query view reads the cluster documents written since its last read of them (Go duration): how old heartbeats, cluster labels and totals may be in an answer."
+  default     = "1s"
+  validation {
+    # The function refuses a duration that is not positive.
+    condition     = can(regex("^[0-9]+(ms|s|m)$", var.query_cluster_refresh)) && can(regex("[1-9]", var.query_cluster_refresh))
+    error_message = "query_cluster_refresh must be a positive duration in ms, s or m such as 1s."
+  }
+}
+
+variable "query_commit_lag" {
+  type        = string
+  description = "How long after its server timestamp a Firestore write may become visible to queries, plus the functions' clock error: each sync of the query view reads again what was written that long before the previous one (Go duration)."
+  default     = "250ms"
+  validation {
+    condition     = can(regex("^[0-9]+(ms|s|m)$", var.query_commit_lag)) && can(regex("[1-9]", var.query_commit_lag))
+    error_message = "query_commit_lag must be a positive duration in ms, s or m such as 250ms."
+  }
+}
+
 variable "topic_prefix" {
   type        = string
   description = "Each cluster's topic is <topic_prefix><cluster> (the ingest function's TOPIC_PREFIX, the publisher's default --topic)."

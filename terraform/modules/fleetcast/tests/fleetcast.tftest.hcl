@@ -344,10 +344,13 @@ run "readers_read_firestore_and_call_the_query_api" {
 run "durations_are_positive_as_the_functions_require" {
   command = plan
   variables {
-    stale_after    = "0s"
-    max_clock_skew = "0m"
+    stale_after           = "0s"
+    max_clock_skew        = "0m"
+    query_cluster_refresh = "0ms"
+    query_commit_lag      = "0s"
+    query_max_staleness   = "-1s"
   }
-  expect_failures = [var.stale_after, var.max_clock_skew]
+  expect_failures = [var.stale_after, var.max_clock_skew, var.query_cluster_refresh, var.query_commit_lag, var.query_max_staleness]
 }
 
 run "a_cluster_name_must_be_a_dns_label" {
