@@ -22,6 +22,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/zclconf/go-cty/cty"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/functions/ingest"
@@ -252,4 +254,58 @@ func mustAbs(tb testing.TB, path string) string {
 	abs, err := filepath.Abs(path)
 	require.NoError(tb, err)
 	return abs
+}
+
+// TestTheAPIDocumentNamesWhatTerraformDeploys: the OpenAPI document's
+// server is the Cloud Run URL of the query function as the module names
+// it (with the default name_prefix), that URL is an output, and the
+// document asks for the ID token the function's IAM requires.
+func TestTheAPIDocumentNamesWhatTerraformDeploys(t *testing.T) {
+	var doc struct {
+		Servers []struct {
+			URL       string `json:"url"`
+			Variables map[string]struct {
+				Default string `json:"default"`
+			} `json:"variables"`
+		} `json:"servers"`
+		Security   []map[string][]string `json:"security"`
+		Components struct {
+			SecuritySchemes map[string]struct {
+				Type, Scheme string
+			} `json:"securitySchemes"`
+		} `json:"components"`
+	}
+	require.NoError(t, yaml.Unmarshal(schemas.QueryAPIOpenAPI, &doc))
+	require.Len(t, doc.Servers, 1)
+	assert.Equal(t, "https://{service}-{hash}-{regionCode}.a.run.app", doc.Servers[0].URL, "a Cloud Run service's URL")
+
+	vars, diags := hclparse.NewParser().ParseHCLFile(filepath.Join(moduleDir, "variables.tf"))
+	require.False(t, diags.HasErrors(), diags.Error())
+	prefix := ""
+	for _, b := range vars.Body.(*hclsyntax.Body).Blocks {
+		if b.Type == "variable" && b.Labels[0] == "name_prefix" {
+			prefix = literal(t, b.Body.Attributes["default"].Expr)
+		}
+	}
+	fn := resources(moduleBody(t), "google_cloudfunctions2_function")["query"]
+	require.NotNil(t, fn)
+	name, diags := fn.Body.Attributes["name"].Expr.Value(&hcl.EvalContext{Variables: map[string]cty.Value{
+		"var": cty.ObjectVal(map[string]cty.Value{"name_prefix": cty.StringVal(prefix)}),
+	}})
+	require.False(t, diags.HasErrors(), diags.Error())
+	assert.Equal(t, name.AsString(), doc.Servers[0].Variables["service"].Default)
+
+	outputs, diags := hclparse.NewParser().ParseHCLFile(filepath.Join(moduleDir, "outputs.tf"))
+	require.False(t, diags.HasErrors(), diags.Error())
+	var url string
+	for _, b := range outputs.Body.(*hclsyntax.Body).Blocks {
+		if b.Type == "output" && b.Labels[0] == "query_url" {
+			url = string(bytes.TrimSpace(b.Body.Attributes["value"].Expr.Range().SliceBytes(mustRead(t, filepath.Join(moduleDir, "outputs.tf")))))
+		}
+	}
+	assert.Equal(t, "google_cloudfunctions2_function.query.service_config[0].uri", url, "query_url is the Cloud Run URL")
+
+	require.Equal(t, []map[string][]string{{"googleIdToken": {}}}, doc.Security)
+	assert.Equal(t, "http", doc.Components.SecuritySchemes["googleIdToken"].Type)
+	assert.Equal(t, "bearer", doc.Components.SecuritySchemes["googleIdToken"].Scheme)
 }
