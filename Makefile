@@ -67,7 +67,7 @@ bench: ## Run every benchmark (about 20 min) on the emulators and the control pl
 	eval "$$($(CONTROLPLANE) build)"; \
 	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
 	$(EMULATORS) run -- bash -o pipefail -c '\
-	  $(GO) test -run="^$$" -bench=. -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) -timeout=30m ./firestoredb/ && \
+	  $(GO) test -run="^$$" -bench=. -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) -timeout=30m ./firestoredb/ ./fleetapi/ && \
 	  $(GO) test -run="^$$" -bench=. -benchtime=1x -count=1 -timeout=90m ./emulator-tests/ -args $(BENCHFLAGS)' \
 	  | tee bin/bench.txt; \
 	$(GO) run ./internal/cmd/benchdoc -o BENCHMARKS.md bin/bench.txt

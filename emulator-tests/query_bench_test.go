@@ -63,105 +63,122 @@ var benchRequests = flag.Int("query.requests", 200, "BenchmarkQueryFleets and Be
 // adapter counts (as billed: one per document, at least one per query)
 // and the view's memory.
 func BenchmarkQueryFleets(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("docs=%d", n), func(b *testing.B) {
-			project := emulator.ProjectID(b)
-			store := firestoredb.New(emulator.Firestore(b, project), time.Hour, time.Now)
-			fillFleets(b, store, n)
-			heapBefore := heapInUse()
-			svc := fleetapi.NewService(store, fleetapi.Options{})
-			srv := httptest.NewServer(query.NewHandler(svc, logging.New(io.Discard, logging.LevelWarning)))
-			b.Cleanup(srv.Close)
-			const sel = "orderBy=ready&selector=platform%3Dpc%2Capp.kubernetes.io%2Fversion%3D1.42"
-			u := srv.URL + "/v1/fleets?pageSize=100&" + sel
-			// get sends one request and returns its latency, its
-			// Firestore reads and its answer.
-			get := func(url string, header map[string]string, want int) (time.Duration, int64, *http.Response) {
-				req, err := http.NewRequest(http.MethodGet, url, nil)
-				require.NoError(b, err)
-				for k, v := range header {
-					req.Header.Set(k, v)
-				}
-				reads := store.Reads()
-				start := time.Now()
-				resp, err := http.DefaultClient.Do(req)
-				require.NoError(b, err)
-				body, err := io.ReadAll(resp.Body)
-				require.NoError(b, err)
-				resp.Body.Close()
-				took := time.Since(start)
-				require.Equal(b, want, resp.StatusCode, "%s", body)
-				resp.Body = io.NopCloser(bytes.NewReader(body))
-				return took, store.Reads() - reads, resp
-			}
-			b.ResetTimer()
-			cold, coldReads, _ := get(u, nil, http.StatusOK)
-			b.ReportMetric(float64(cold.Microseconds())/1000, "cold-ms")
-			b.ReportMetric(float64(coldReads), "cold-reads")
-			b.ReportMetric(float64(heapInUse()-heapBefore)/(1<<20), "view-MiB")
-
-			lat := make([]time.Duration, 0, *benchRequests)
-			var reads int64
-			var etag string
-			for range *benchRequests {
-				took, r, resp := get(u, nil, http.StatusOK)
-				lat = append(lat, took)
-				reads += r
-				etag = resp.Header.Get("ETag")
-			}
-			reportDist(b, "latency", "ms", millis(lat))
-			b.ReportMetric(float64(len(lat)), "requests")
-			b.ReportMetric(float64(reads)/float64(len(lat)), "reads/req")
-
-			// Pages 1 and 10 of 20 fleets, and a 304.
-			pageURL := srv.URL + "/v1/fleets?pageSize=20&" + sel
-			var page1, page10, notModified []time.Duration
-			var page1Reads, page10Reads, notModifiedReads int64
-			for range *benchRequests / 4 {
-				next := pageURL
-				for p := 1; p <= 10; p++ {
-					took, r, resp := get(next, nil, http.StatusOK)
-					switch p {
-					case 1:
-						page1, page1Reads = append(page1, took), page1Reads+r
-					case 10:
-						page10, page10Reads = append(page10, took), page10Reads+r
-					}
-					var l fleetapi.FleetList
-					require.NoError(b, json.NewDecoder(resp.Body).Decode(&l))
-					require.NotEmpty(b, l.NextPageToken, "page %d is not the last", p)
-					next = pageURL + "&pageToken=" + l.NextPageToken
-				}
-				took, r, _ := get(u, map[string]string{"If-None-Match": etag}, http.StatusNotModified)
-				notModified, notModifiedReads = append(notModified, took), notModifiedReads+r
-			}
-			b.ReportMetric(quantile(millis(page1), 0.5), "page1-p50-ms")
-			b.ReportMetric(float64(page1Reads)/float64(len(page1)), "page1-reads/req")
-			b.ReportMetric(quantile(millis(page10), 0.5), "page10-p50-ms")
-			b.ReportMetric(float64(page10Reads)/float64(len(page10)), "page10-reads/req")
-			b.ReportMetric(quantile(millis(notModified), 0.5), "304-p50-ms")
-			b.ReportMetric(float64(notModifiedReads)/float64(len(notModified)), "304-reads/req")
-
-			// One fleet written before each request: the answer reads it.
-			var changed []time.Duration
-			var changedReads int64
-			for i := range *benchRequests / 4 {
-				ev := fleet.Event{
-					SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindUpsert, Cluster: "c0", Namespace: "games", Name: fmt.Sprintf("f%05d", 4*i),
-					Version: fleet.Version{Term: 2, Seq: int64(i + 1)}, ObservedAt: fleet.MicrosOf(time.Now()), Publisher: fleet.Publisher{ID: "p"},
-					Fleet: fleet.State{UID: "u", Labels: map[string]string{"platform": "pc", "app.kubernetes.io/version": "1.42"},
-						Status: fleet.Status{ReadyReplicas: int64(i % 10)}},
-				}
-				_, err := store.Apply(b.Context(), ev)
-				require.NoError(b, err)
-				took, r, _ := get(u, nil, http.StatusOK)
-				changed, changedReads = append(changed, took), changedReads+r
-			}
-			b.StopTimer()
-			b.ReportMetric(quantile(millis(changed), 0.5), "changed1-p50-ms")
-			b.ReportMetric(float64(changedReads)/float64(len(changed)), "changed1-reads/req")
-		})
+	modes := []struct {
+		name         string
+		maxStaleness time.Duration
+	}{{"default", 0}, {"strict", -1}}
+	for _, mode := range modes {
+		for _, n := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("mode=%s/docs=%d", mode.name, n), func(b *testing.B) { benchmarkQueryFleets(b, n, mode.maxStaleness) })
+		}
 	}
+}
+
+// benchmarkQueryFleets runs the scenarios over n fleets, with the view's
+// MaxStaleness (0: its default; negative: every answer waits for a sync).
+// Each scenario is a phase whose Firestore reads are counted from its
+// start to its end, background syncs included.
+func benchmarkQueryFleets(b *testing.B, n int, maxStaleness time.Duration) {
+	project := emulator.ProjectID(b)
+	store := firestoredb.New(emulator.Firestore(b, project), time.Hour, time.Now)
+	fillFleets(b, store, n)
+	heapBefore := heapInUse()
+	svc := fleetapi.NewService(store, fleetapi.Options{MaxStaleness: maxStaleness})
+	srv := httptest.NewServer(query.NewHandler(svc, logging.New(io.Discard, logging.LevelWarning)))
+	b.Cleanup(srv.Close)
+	const sel = "orderBy=ready&selector=platform%3Dpc%2Capp.kubernetes.io%2Fversion%3D1.42"
+	u := srv.URL + "/v1/fleets?pageSize=100&" + sel
+
+	// get sends one request and returns its latency and answer.
+	get := func(url string, header map[string]string, want int) (time.Duration, *http.Response) {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		require.NoError(b, err)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(b, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(b, err)
+		resp.Body.Close()
+		took := time.Since(start)
+		require.Equal(b, want, resp.StatusCode, "%s", body)
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		return took, resp
+	}
+	// phase runs request k times and reports the p50 latency and the
+	// reads per request as name-p50-ms and name-reads/req; it returns
+	// the latencies. It ends after any background sync has.
+	phase := func(name string, k int, request func(i int) time.Duration) []time.Duration {
+		reads := store.Reads()
+		lat := make([]time.Duration, 0, k)
+		for i := range k {
+			lat = append(lat, request(i))
+		}
+		time.Sleep(200 * time.Millisecond) // a background sync begun by the last request ends
+		b.ReportMetric(quantile(millis(lat), 0.5), name+"-p50-ms")
+		b.ReportMetric(float64(store.Reads()-reads)/float64(k), name+"-reads/req")
+		return lat
+	}
+	write := func(cluster string, i int, seq int64) {
+		_, err := store.Apply(b.Context(), fleet.Event{
+			SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindUpsert, Cluster: cluster, Namespace: "games", Name: fmt.Sprintf("f%05d", i),
+			Version: fleet.Version{Term: 2, Seq: seq}, ObservedAt: fleet.MicrosOf(time.Now()), Publisher: fleet.Publisher{ID: "p"},
+			Fleet: fleet.State{UID: "u", Labels: map[string]string{"platform": "pc", "app.kubernetes.io/version": "1.42"},
+				Status: fleet.Status{ReadyReplicas: seq % 10}},
+		})
+		require.NoError(b, err)
+	}
+	b.ResetTimer()
+
+	reads := store.Reads()
+	cold, _ := get(u, nil, http.StatusOK)
+	b.ReportMetric(float64(cold.Microseconds())/1000, "cold-ms")
+	b.ReportMetric(float64(store.Reads()-reads), "cold-reads")
+	b.ReportMetric(float64(heapInUse()-heapBefore)/(1<<20), "view-MiB")
+	// The first sync after a load reads again what was written within
+	// CommitLag before it (here, the end of fillFleets): let it, to
+	// measure the steady state.
+	time.Sleep(fleetapi.DefaultCommitLag)
+	_, resp := get(u, nil, http.StatusOK)
+	etag := resp.Header.Get("ETag")
+
+	lat := phase("warm", *benchRequests, func(int) time.Duration { took, _ := get(u, nil, http.StatusOK); return took })
+	reportDist(b, "latency", "ms", millis(lat))
+	b.ReportMetric(float64(len(lat)), "requests")
+
+	// Pages 1 and 10 of 20 fleets; the token of page 10 found first.
+	pageURL := srv.URL + "/v1/fleets?pageSize=20&" + sel
+	page10URL := pageURL
+	for p := 1; p < 10; p++ {
+		_, resp := get(page10URL, nil, http.StatusOK)
+		var l fleetapi.FleetList
+		require.NoError(b, json.NewDecoder(resp.Body).Decode(&l))
+		require.NotEmpty(b, l.NextPageToken, "page %d is not the last", p)
+		page10URL = pageURL + "&pageToken=" + l.NextPageToken
+	}
+	phase("page1", *benchRequests/4, func(int) time.Duration { took, _ := get(pageURL, nil, http.StatusOK); return took })
+	phase("page10", *benchRequests/4, func(int) time.Duration { took, _ := get(page10URL, nil, http.StatusOK); return took })
+	phase("304", *benchRequests/4, func(int) time.Duration {
+		took, _ := get(u, map[string]string{"If-None-Match": etag}, http.StatusNotModified)
+		return took
+	})
+	// One fleet written before each request, back to back; then with
+	// requests further apart than CommitLag, so that no sync reads a
+	// write a previous one read.
+	phase("changed1", *benchRequests/4, func(i int) time.Duration {
+		write("c0", 4*i, int64(i+1))
+		took, _ := get(u, nil, http.StatusOK)
+		return took
+	})
+	phase("changed1-spaced", 20, func(i int) time.Duration {
+		time.Sleep(fleetapi.DefaultCommitLag + 50*time.Millisecond)
+		write("c1", 4*i+1, int64(i+1))
+		took, _ := get(u, nil, http.StatusOK)
+		return took
+	})
+	b.StopTimer()
 }
 
 // heapInUse returns the bytes of live heap objects after a collection.

@@ -109,7 +109,7 @@ func TestRenderRecordedRun(t *testing.T) {
 	require.NoError(t, Render(&doc, r, Machine{Date: "2026-11-30", CPU: "cpu", Cores: 2}))
 	assert.NotContains(t, doc.String(), "<no value>")
 	for _, section := range []string{"## Side by side", "## 1. Coalescing", "## 2. End-to-end latency",
-		"## 3. Ingest throughput", "## 4. Publisher cost", "## 5. Query latency"} {
+		"## 3. Ingest throughput", "## 4. Publisher cost", "## 5. Queries"} {
 		assert.Contains(t, doc.String(), section)
 	}
 
