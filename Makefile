@@ -7,6 +7,7 @@ GO        ?= go
 EMULATORS := scripts/emulators.sh
 CONTROLPLANE := scripts/controlplane.sh
 TERRAFORM := scripts/terraform.sh
+PROTO     := scripts/proto.sh
 # Where `make emulators-up` keeps the emulators' PIDs, ports and logs.
 EMU_DIR   := .emulators
 # make bench: time per core benchmark, rounds of them, and flags for the
@@ -26,12 +27,17 @@ fmt: ## Format the Go code (gofmt -w).
 	gofmt -w .
 
 .PHONY: vet
-vet: ## Check formatting, that git tracks no compiled binary, and run go vet.
+vet: ## Check formatting, that git tracks no compiled binary, the .proto files (buf lint, generated code current, buf breaking), and run go vet.
 	@unformatted=$$(gofmt -l .); \
 	if [[ -n $$unformatted ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	@binaries=$$(git ls-files -z 2>/dev/null | xargs -0 -r grep -l -m1 -P '\A\x7fELF' -- 2>/dev/null || true); \
 	if [[ -n $$binaries ]]; then echo "compiled binaries are tracked by git: $$binaries" >&2; exit 1; fi
+	$(PROTO) check
 	$(GO) vet ./...
+
+.PHONY: proto
+proto: ## Regenerate gen/ from schemas/fleetcast/v1/*.proto; builds buf and the plugins if missing.
+	$(PROTO) generate
 
 .PHONY: demo
 demo: ## Run the whole pipeline locally: emulators, control plane, 3 publishers, simulator, live view (DURATION=60s stops by itself).
