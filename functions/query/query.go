@@ -20,6 +20,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
+	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -38,6 +39,8 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger) *Handler {
 	h.mux.HandleFunc("/v1/clusters", h.get(listClusters))
 	h.mux.HandleFunc("/v1/clusters/{cluster}", h.get(getCluster))
 	h.mux.HandleFunc("/v1/labels/{key...}", h.get(labelValues))
+	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC.
+	h.mux.Handle(fleetcastv1connect.NewInformationServiceHandler(&information{svc: svc}))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, &fleetapi.Error{Code: fleetapi.NotFound, Message: fmt.Sprintf("no such resource: %s", r.URL.Path)})
 	})

@@ -1,0 +1,246 @@
+package query_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
+	"github.com/fleetcast/fleetcast/functions/query"
+	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
+	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
+	"github.com/fleetcast/fleetcast/logging"
+)
+
+// server serves the function over HTTP/1.1 and unencrypted HTTP/2 (h2c,
+// for gRPC), from an in-memory store of 3 clusters (xbox stale) and 12
+// fleets.
+func server(t *testing.T) *httptest.Server {
+	t.Helper()
+	now := time.Now()
+	mem := fleetapitest.NewMemory(time.Now)
+	seq := int64(0)
+	for i, c := range []string{"pc", "ps5", "xbox"} {
+		age := time.Duration(0)
+		if c == "xbox" {
+			age = time.Hour
+		}
+		seq++
+		mem.PutCluster(fleet.ClusterDocument{Cluster: c, Labels: map[string]string{"platform": c}, SnapshotVersion: fleet.Version{Term: 1, Seq: seq},
+			SnapshotParts: 1, IngestedAt: now.Add(-age), HeartbeatAt: now.Add(-age), FleetCount: 4, Publisher: fleet.Publisher{ID: "p", Version: "v"},
+			Totals: fleet.DocStatus{ReadyReplicas: int64(i), Counters: map[string]fleet.DocAggregate{"rooms": {Capacity: 40}}, Lists: map[string]fleet.DocAggregate{}}})
+		for j := range 4 {
+			seq++
+			mem.PutFleet(fleet.Document{Cluster: c, Namespace: "games", Name: fmt.Sprintf("f%d", j), UID: "u", Version: fleet.Version{Term: 1, Seq: seq},
+				Labels:    map[string]string{"platform": c, "app.kubernetes.io/version": []string{"1.41", "1.42"}[j%2]},
+				Spec:      &fleet.Spec{Replicas: 10, Scheduling: "Packed"},
+				Status:    &fleet.DocStatus{Replicas: 10, ReadyReplicas: int64(j + i), AllocatedReplicas: 1, Counters: map[string]fleet.DocAggregate{"rooms": {Capacity: 10, Count: int64(j), Available: int64(10 - j)}}, Lists: map[string]fleet.DocAggregate{}},
+				Publisher: fleet.Publisher{ID: "p"}, ObservedAt: now.Add(-time.Second), IngestedAt: now, LagMillis: 5})
+		}
+	}
+	log := logging.New(io.Discard, logging.LevelWarning)
+	srv := httptest.NewUnstartedServer(query.NewHandler(fleetapi.NewService(mem, fleetapi.Options{MaxStaleness: -1, Log: log}), log))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// clients are the generated client over each protocol connect-go speaks.
+func clients(srv *httptest.Server) map[string]fleetcastv1connect.InformationServiceClient {
+	h2c := &http.Client{Transport: &http.Transport{Protocols: func() *http.Protocols {
+		p := new(http.Protocols)
+		p.SetUnencryptedHTTP2(true)
+		return p
+	}()}}
+	return map[string]fleetcastv1connect.InformationServiceClient{
+		"connect":      fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, srv.URL),
+		"connect-json": fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, srv.URL, connect.WithProtoJSON()),
+		"grpc-web":     fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, srv.URL, connect.WithGRPCWeb()),
+		"grpc (h2c)":   fleetcastv1connect.NewInformationServiceClient(h2c, srv.URL, connect.WithGRPC()),
+	}
+}
+
+func getList(t *testing.T, url string) fleetapi.FleetList {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var l fleetapi.FleetList
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&l))
+	return l
+}
+
+// TestInformEqualsTheHTTPAPI: over every protocol, Inform answers what
+// /v1/fleets answers for the same filters, page by page.
+func TestInformEqualsTheHTTPAPI(t *testing.T) {
+	srv := server(t)
+	cases := []struct {
+		params string
+		req    *fleetcastv1.InformRequest
+	}{
+		{"", &fleetcastv1.InformRequest{}},
+		{"selector=app.kubernetes.io/version%3D1.42&includeStale=true",
+			&fleetcastv1.InformRequest{Filter: &fleetcastv1.FleetFilter{Selector: "app.kubernetes.io/version=1.42", IncludeStale: true}}},
+		{"cluster=pc&cluster=ps5&minReady=2&orderBy=ready&pageSize=3",
+			&fleetcastv1.InformRequest{Filter: &fleetcastv1.FleetFilter{Clusters: []string{"pc", "ps5"}, MinReady: 2}, OrderBy: fleetcastv1.OrderBy_ORDER_BY_READY, PageSize: 3}},
+		{"counter=rooms&minAvailable=8&orderBy=available",
+			&fleetcastv1.InformRequest{Filter: &fleetcastv1.FleetFilter{Counter: "rooms", MinCounterAvailable: 8}, OrderBy: fleetcastv1.OrderBy_ORDER_BY_AVAILABLE}},
+	}
+	for name, client := range clients(srv) {
+		for _, tc := range cases {
+			t.Run(name+"/"+tc.params, func(t *testing.T) {
+				want := getList(t, srv.URL+"/v1/fleets?"+tc.params)
+				resp, err := client.Inform(t.Context(), connect.NewRequest(tc.req))
+				require.NoError(t, err)
+				got := resp.Msg
+				assert.EqualValues(t, want.TotalSize, got.TotalSize)
+				assert.Equal(t, want.NextPageToken, got.NextPageToken)
+				require.Len(t, got.FleetInformation, len(want.Items))
+				for i, w := range want.Items {
+					g := got.FleetInformation[i]
+					assert.Equal(t, [3]string{w.Cluster, w.Namespace, w.Name}, [3]string{g.ClusterName, g.Namespace, g.FleetName})
+					assert.Equal(t, w.ReadyReplicas, g.ReadyGameservers)
+					assert.Equal(t, w.AllocatedReplicas, g.AllocatedGameservers)
+					assert.Equal(t, w.Stale, g.Stale)
+					assert.Equal(t, w.Counters["rooms"].Available, g.Counters["rooms"].GetAvailable())
+					assert.Equal(t, w.ObservedAt.UnixMicro(), g.ObservedTime.AsTime().UnixMicro())
+					labels := map[string]string{}
+					for _, l := range g.Labels {
+						labels[l.Key] = l.Value
+					}
+					assert.Equal(t, w.Labels, labels)
+				}
+				if got.NextPageToken != "" {
+					next := proto(tc.req)
+					next.PageToken = got.NextPageToken
+					resp, err := client.Inform(t.Context(), connect.NewRequest(next))
+					require.NoError(t, err)
+					wantNext := getList(t, srv.URL+"/v1/fleets?"+tc.params+"&pageToken="+want.NextPageToken)
+					require.Len(t, resp.Msg.FleetInformation, len(wantNext.Items))
+					assert.Equal(t, wantNext.Items[0].Name, resp.Msg.FleetInformation[0].FleetName)
+				}
+			})
+		}
+	}
+}
+
+func proto(r *fleetcastv1.InformRequest) *fleetcastv1.InformRequest {
+	return &fleetcastv1.InformRequest{Filter: r.Filter, OrderBy: r.OrderBy, PageSize: r.PageSize}
+}
+
+// TestInformationBadRequests: a bad request is invalid_argument naming
+// the request's field.
+func TestInformationBadRequests(t *testing.T) {
+	srv := server(t)
+	tests := []struct {
+		req   *fleetcastv1.InformRequest
+		field string
+	}{
+		{&fleetcastv1.InformRequest{Filter: &fleetcastv1.FleetFilter{Selector: "version in (1"}}, "filter.selector"},
+		{&fleetcastv1.InformRequest{Filter: &fleetcastv1.FleetFilter{Clusters: []string{"Not_A_Label"}}}, "filter.clusters"},
+		{&fleetcastv1.InformRequest{Filter: &fleetcastv1.FleetFilter{MinCounterAvailable: 3}}, "filter.min_counter_available"},
+		{&fleetcastv1.InformRequest{Filter: &fleetcastv1.FleetFilter{Counter: "seats"}}, "filter.counter"},
+		{&fleetcastv1.InformRequest{PageSize: 5000}, "page_size"},
+		{&fleetcastv1.InformRequest{PageToken: "garbage"}, "page_token"},
+		{&fleetcastv1.InformRequest{OrderBy: fleetcastv1.OrderBy_ORDER_BY_AVAILABLE}, "order_by"},
+		{&fleetcastv1.InformRequest{OrderBy: 42}, "order_by"},
+	}
+	for name, client := range clients(srv) {
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.field, func(t *testing.T) {
+				_, err := client.Inform(t.Context(), connect.NewRequest(tt.req))
+				require.Error(t, err)
+				ce, ok := errors.AsType[*connect.Error](err)
+				require.True(t, ok, "%v", err)
+				assert.Equal(t, connect.CodeInvalidArgument, ce.Code())
+				assert.True(t, strings.HasPrefix(ce.Message(), tt.field+": "), "%q names %s", ce.Message(), tt.field)
+			})
+		}
+		t.Run(name+"/key", func(t *testing.T) {
+			_, err := client.LabelValues(t.Context(), connect.NewRequest(&fleetcastv1.LabelValuesRequest{Key: "bad key"}))
+			assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+			assert.Contains(t, err.Error(), "key: ")
+		})
+	}
+}
+
+// TestClustersAndLabelsEqualTheHTTPAPI: ListClusters and LabelValues
+// answer what /v1/clusters and /v1/labels/{key} do.
+func TestClustersAndLabelsEqualTheHTTPAPI(t *testing.T) {
+	srv := server(t)
+	client := clients(srv)["connect"]
+	var wantClusters fleetapi.ClusterList
+	resp, err := http.Get(srv.URL + "/v1/clusters")
+	require.NoError(t, err)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&wantClusters))
+	resp.Body.Close()
+	cl, err := client.ListClusters(t.Context(), connect.NewRequest(&fleetcastv1.ListClustersRequest{}))
+	require.NoError(t, err)
+	require.Len(t, cl.Msg.Clusters, len(wantClusters.Items))
+	for i, w := range wantClusters.Items {
+		g := cl.Msg.Clusters[i]
+		assert.Equal(t, w.Cluster, g.ClusterName)
+		assert.Equal(t, w.Stale, g.Stale)
+		assert.Equal(t, w.FleetCount, g.FleetCount)
+		assert.Equal(t, w.Totals.ReadyReplicas, g.Totals.ReadyGameservers)
+		assert.Equal(t, w.Publisher.ID, g.Publisher.Id)
+	}
+
+	var wantLabels fleetapi.LabelValues
+	resp, err = http.Get(srv.URL + "/v1/labels/app.kubernetes.io%2Fversion?includeStale=true")
+	require.NoError(t, err)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&wantLabels))
+	resp.Body.Close()
+	lv, err := client.LabelValues(t.Context(), connect.NewRequest(&fleetcastv1.LabelValuesRequest{Key: "app.kubernetes.io/version", IncludeStale: true}))
+	require.NoError(t, err)
+	require.Len(t, lv.Msg.Values, len(wantLabels.Values))
+	for i, w := range wantLabels.Values {
+		g := lv.Msg.Values[i]
+		assert.Equal(t, []any{w.Value, w.Fleets, w.ReadyReplicas, w.AllocatedReplicas, w.Clusters},
+			[]any{g.Value, g.Fleets, g.ReadyGameservers, g.AllocatedGameservers, g.Clusters})
+	}
+}
+
+// TestConnectJSONOverPlainHTTP: any language can call the service with
+// an HTTP POST of JSON (the Connect protocol), no generated code needed.
+func TestConnectJSONOverPlainHTTP(t *testing.T) {
+	srv := server(t)
+	post := func(body string) (int, map[string]any) {
+		resp, err := http.Post(srv.URL+"/fleetcast.v1.InformationService/Inform", "application/json", bytes.NewBufferString(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var v map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
+		return resp.StatusCode, v
+	}
+	status, v := post(`{"filter":{"selector":"platform=pc"},"orderBy":"ORDER_BY_READY"}`)
+	require.Equal(t, http.StatusOK, status, "%v", v)
+	items := v["fleetInformation"].([]any)
+	require.Len(t, items, 4)
+	first := items[0].(map[string]any)
+	assert.Equal(t, "pc", first["clusterName"])
+	assert.Equal(t, "f3", first["fleetName"], "most ready first")
+	assert.Equal(t, "3", first["readyGameservers"], "int64 is a JSON string in protobuf's JSON")
+
+	status, v = post(`{"filter":{"selector":"version in (1"}}`)
+	assert.Equal(t, http.StatusBadRequest, status)
+	assert.Equal(t, "invalid_argument", v["code"])
+	assert.Contains(t, v["message"], "filter.selector: ")
+}
