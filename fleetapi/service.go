@@ -134,7 +134,9 @@ type Service struct {
 // NewService returns a Service over src. Nothing is read until the first
 // answer.
 func NewService(src Source, opts Options) *Service {
-	return &Service{src: src, opts: opts.withDefaults()}
+	s := &Service{src: src, opts: opts.withDefaults()}
+	s.view.feed.updated = make(chan struct{})
+	return s
 }
 
 // Read is a consistent reading of the view, as current as Options say:

@@ -1,6 +1,7 @@
 package fleetapi
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -510,4 +511,97 @@ func TestMaxStaleness(t *testing.T) {
 		_, err = r.Fleet(fleet.Key{Cluster: "pc", Namespace: "games", Name: "b"})
 		return err == nil
 	}, 5*time.Second, time.Millisecond)
+}
+
+// TestTheFeedFollowsTheView: every change a sync applies is in the feed,
+// with the state before and after, a reload records what it changed, and
+// readers are woken once per sync that changed something.
+func TestTheFeedFollowsTheView(t *testing.T) {
+	w := newWorld(t)
+	svc := w.service(Options{TombstoneRetention: time.Hour, Resync: 24 * time.Hour})
+	w.put(doc("pc", "games", "a", nil, 1, nil))
+	r, err := svc.Read(t.Context())
+	require.NoError(t, err)
+	start := r.Seq()
+	r.Close()
+	changes, updated, ok := svc.Changes(start)
+	require.True(t, ok)
+	assert.Empty(t, changes, "the first load is the starting point, not a change")
+
+	w.settle()
+	w.put(doc("pc", "games", "b", nil, 1, nil))
+	w.put(doc("pc", "games", "a", nil, 2, nil))
+	all(t, svc, NewQuery())
+	select {
+	case <-updated:
+	default:
+		t.Fatal("a sync that changed the view wakes its readers")
+	}
+	changes, updated, ok = svc.Changes(start)
+	require.True(t, ok)
+	require.Len(t, changes, 2)
+	kinds := map[string][2]int64{} // name → before and after ready, -1 when absent
+	ready := func(d *fleet.Document) int64 {
+		if d == nil {
+			return -1
+		}
+		return d.Status.ReadyReplicas
+	}
+	for _, c := range changes {
+		name := cmp.Or(c.After, c.Before).Name
+		kinds[name] = [2]int64{ready(c.Before), ready(c.After)}
+	}
+	assert.Equal(t, map[string][2]int64{"b": {-1, 1}, "a": {1, 2}}, kinds)
+
+	w.settle()
+	all(t, svc, NewQuery()) // nothing new
+	select {
+	case <-updated:
+		t.Fatal("a sync that changed nothing wakes nobody")
+	default:
+	}
+
+	w.settle()
+	w.remove("pc", "games", "b")
+	all(t, svc, NewQuery())
+	more, _, ok := svc.Changes(changes[1].Seq)
+	require.True(t, ok)
+	require.Len(t, more, 1)
+	assert.Equal(t, "b", more[0].Before.Name)
+	assert.Nil(t, more[0].After, "a tombstone: the fleet left")
+
+	// A fleet deleted while the view was idle, whose tombstone expired:
+	// the reload records that it left.
+	w.clk.Add(time.Hour)
+	w.remove("pc", "games", "a")
+	w.mem.Expire(fleet.Key{Cluster: "pc", Namespace: "games", Name: "a"})
+	w.heartbeat("pc", 0)
+	all(t, svc, NewQuery())
+	more, _, ok = svc.Changes(more[0].Seq)
+	require.True(t, ok)
+	require.Len(t, more, 1)
+	assert.Equal(t, "a", more[0].Before.Name)
+	assert.Nil(t, more[0].After)
+
+	_, _, ok = svc.Changes(more[0].Seq + 1)
+	assert.False(t, ok, "a Seq this feed has not reached")
+}
+
+// TestTheFeedIsBounded: the feed keeps the newest feedSize changes; a
+// reader further behind is told to start again.
+func TestTheFeedIsBounded(t *testing.T) {
+	var f feed
+	f.updated = make(chan struct{})
+	d := doc("pc", "games", "a", nil, 1, nil)
+	for range feedSize + 10 {
+		f.record(nil, d)
+	}
+	assert.Len(t, f.ring, feedSize)
+	_, ok := f.after(9)
+	assert.False(t, ok)
+	changes, ok := f.after(10)
+	require.True(t, ok)
+	assert.Len(t, changes, feedSize)
+	assert.EqualValues(t, 11, changes[0].Seq)
+	assert.EqualValues(t, feedSize+10, changes[len(changes)-1].Seq)
 }

@@ -51,6 +51,8 @@ type view struct {
 	// two views holding the same documents have the same digest,
 	// whatever their history.
 	digest uint64
+	// feed records the fleet changes after the first load.
+	feed feed
 }
 
 func fleetHash(id string, d *fleet.Document) uint64 {
@@ -72,8 +74,10 @@ func clusterHash(c *fleet.ClusterDocument) uint64 {
 	return h.Sum64()
 }
 
-// load replaces the view's content with a full read.
+// load replaces the view's content with a full read. A reload records
+// in the feed what differs from the content it replaces.
 func (v *view) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument) {
+	prev := v.byID
 	v.byID = make(map[string]*entry, len(fleets))
 	v.sorted = make([]*entry, 0, len(fleets))
 	v.clusters = make(map[string]*fleet.ClusterDocument, len(clusters))
@@ -97,7 +101,26 @@ func (v *view) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument)
 	for _, c := range clusters {
 		v.putCluster(c)
 	}
+	if v.loaded {
+		for _, e := range v.sorted {
+			if old, ok := prev[e.id]; !ok || old.hash != e.hash {
+				v.feed.record(entryDoc(old), e.doc)
+			}
+		}
+		for id, old := range prev {
+			if _, ok := v.byID[id]; !ok {
+				v.feed.record(old.doc, nil)
+			}
+		}
+	}
 	v.loaded = true
+}
+
+func entryDoc(e *entry) *fleet.Document {
+	if e == nil {
+		return nil
+	}
+	return e.doc
 }
 
 // putFleet applies one document read since the last sync: a tombstone
@@ -117,6 +140,7 @@ func (v *view) putFleet(d *fleet.Document) bool {
 		delete(v.byID, id)
 		i, _ := slices.BinarySearchFunc(v.sorted, id, func(e *entry, id string) int { return strings.Compare(e.id, id) })
 		v.sorted = slices.Delete(v.sorted, i, i+1)
+		v.feed.record(old.doc, nil)
 		return true
 	}
 	h := fleetHash(id, d)
@@ -125,6 +149,7 @@ func (v *view) putFleet(d *fleet.Document) bool {
 			return false // read again within CommitLag of a sync
 		}
 		v.digest ^= old.hash ^ h
+		v.feed.record(old.doc, d)
 		old.doc, old.hash = d, h
 		return true
 	}
@@ -133,6 +158,7 @@ func (v *view) putFleet(d *fleet.Document) bool {
 	v.digest ^= h
 	i, _ := slices.BinarySearchFunc(v.sorted, id, func(e *entry, id string) int { return strings.Compare(e.id, id) })
 	v.sorted = slices.Insert(v.sorted, i, e)
+	v.feed.record(nil, d)
 	return true
 }
 
@@ -258,6 +284,7 @@ func (s *Service) syncOnce(ctx context.Context) error {
 		s.view.load(fleets.Docs, clusters.Docs)
 		s.view.lastLoad, s.view.lastSync, s.view.lastClusterSync = started, started, started
 		s.view.fleetsSince, s.view.clustersSince = point, point
+		s.view.feed.publish()
 		s.opts.Log.Info("query view loaded", "fleets", len(s.view.sorted), "clusters", len(s.view.clusters),
 			"tookMillis", s.opts.Now().Sub(started).Milliseconds())
 		return nil
@@ -288,6 +315,7 @@ func (s *Service) syncOnce(ctx context.Context) error {
 		s.view.lastClusterSync = started
 	}
 	s.view.lastSync = started
+	s.view.feed.publish()
 	return nil
 }
 
