@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"net/url"
 	"slices"
@@ -23,6 +24,7 @@ import (
 type information struct {
 	fleetcastv1connect.UnimplementedInformationServiceHandler // WatchFleets: the next step of issue 12
 	svc                                                       *fleetapi.Service
+	log                                                       *slog.Logger
 }
 
 // fieldOf names, for each /v1/fleets parameter, the field of an
@@ -69,13 +71,10 @@ func informQuery(req *fleetcastv1.InformRequest) (fleetapi.Query, error) {
 	return fleetapi.ParseQuery(v)
 }
 
-// connectErr maps the read model's errors to Connect codes; a bad
-// parameter is named by its field.
-func connectErr(err error) error {
-	e, ok := errors.AsType[*fleetapi.Error](err)
-	if !ok {
-		return connect.NewError(connect.CodeInternal, errors.New("the query failed; see the function's logs"))
-	}
+// fail maps the read model's errors to Connect codes, logging faults as
+// /v1 does; a bad parameter is named by its field.
+func (s *information) fail(ctx context.Context, procedure string, err error) error {
+	e := logFault(ctx, s.log, procedure, err)
 	switch e.Code {
 	case fleetapi.InvalidArgument:
 		field := fieldOf[e.Param]
@@ -95,11 +94,11 @@ func connectErr(err error) error {
 func (s *information) Inform(ctx context.Context, req *connect.Request[fleetcastv1.InformRequest]) (*connect.Response[fleetcastv1.InformResponse], error) {
 	q, err := informQuery(req.Msg)
 	if err != nil {
-		return nil, connectErr(err)
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
 	l, err := s.svc.ListFleets(ctx, q)
 	if err != nil {
-		return nil, connectErr(err)
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
 	out := &fleetcastv1.InformResponse{NextPageToken: l.NextPageToken, TotalSize: int32(l.TotalSize)}
 	for _, f := range l.Items {
@@ -109,10 +108,10 @@ func (s *information) Inform(ctx context.Context, req *connect.Request[fleetcast
 }
 
 // ListClusters answers every cluster, as /v1/clusters.
-func (s *information) ListClusters(ctx context.Context, _ *connect.Request[fleetcastv1.ListClustersRequest]) (*connect.Response[fleetcastv1.ListClustersResponse], error) {
+func (s *information) ListClusters(ctx context.Context, req *connect.Request[fleetcastv1.ListClustersRequest]) (*connect.Response[fleetcastv1.ListClustersResponse], error) {
 	l, err := s.svc.ListClusters(ctx)
 	if err != nil {
-		return nil, connectErr(err)
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
 	out := &fleetcastv1.ListClustersResponse{}
 	for _, c := range l.Items {
@@ -125,7 +124,7 @@ func (s *information) ListClusters(ctx context.Context, _ *connect.Request[fleet
 func (s *information) LabelValues(ctx context.Context, req *connect.Request[fleetcastv1.LabelValuesRequest]) (*connect.Response[fleetcastv1.LabelValuesResponse], error) {
 	lv, err := s.svc.LabelValues(ctx, req.Msg.GetKey(), req.Msg.GetIncludeStale())
 	if err != nil {
-		return nil, connectErr(err)
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
 	out := &fleetcastv1.LabelValuesResponse{Key: lv.Key}
 	for _, v := range lv.Values {

@@ -15,6 +15,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
@@ -22,6 +24,7 @@ import (
 	"github.com/fleetcast/fleetcast/functions/query"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
+	"github.com/fleetcast/fleetcast/internal/syncbuf"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -243,4 +246,49 @@ func TestConnectJSONOverPlainHTTP(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, status)
 	assert.Equal(t, "invalid_argument", v["code"])
 	assert.Contains(t, v["message"], "filter.selector: ")
+}
+
+// TestInformationFaultsAreLoggedNotSent: a store failure reaches a
+// Connect caller as a code only; its cause goes to the log, as on /v1.
+func TestInformationFaultsAreLoggedNotSent(t *testing.T) {
+	for _, tt := range []struct {
+		err       error
+		code      connect.Code
+		wantLevel string
+	}{
+		{status.Error(codes.PermissionDenied, "missing roles/datastore.viewer"), connect.CodeInternal, "ERROR"},
+		{status.Error(codes.Unavailable, "connection refused"), connect.CodeUnavailable, "WARNING"},
+	} {
+		t.Run(tt.err.Error(), func(t *testing.T) {
+			var logs syncbuf.Buffer
+			mem := fleetapitest.NewMemory(time.Now)
+			mem.Err = tt.err
+			log := logging.New(&logs, logging.LevelWarning)
+			srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(mem, fleetapi.Options{Log: log}), log))
+			defer srv.Close()
+			_, err := fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, srv.URL).
+				ListClusters(t.Context(), connect.NewRequest(&fleetcastv1.ListClustersRequest{}))
+			assert.Equal(t, tt.code, connect.CodeOf(err))
+			assert.NotContains(t, err.Error(), tt.err.Error(), "the cause stays in the log")
+			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+			var line map[string]any
+			require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &line))
+			assert.Equal(t, tt.wantLevel, line["severity"])
+			assert.Equal(t, "/fleetcast.v1.InformationService/ListClusters", line["path"])
+			assert.Contains(t, line[logging.KeyError], tt.err.Error())
+		})
+	}
+}
+
+func TestMaxStalenessZeroMeansEveryAnswerWaits(t *testing.T) {
+	for _, v := range []string{"0", "0s", "0ms"} {
+		c, err := query.ConfigFromEnv(func(k string) string { return map[string]string{"MAX_STALENESS": v}[k] })
+		require.NoError(t, err, v)
+		assert.Negative(t, c.View.MaxStaleness, v)
+	}
+	c, err := query.ConfigFromEnv(func(string) string { return "" })
+	require.NoError(t, err)
+	assert.Equal(t, fleetapi.DefaultMaxStaleness, c.View.MaxStaleness)
+	_, err = query.ConfigFromEnv(func(k string) string { return map[string]string{"MAX_STALENESS": "-1s"}[k] })
+	assert.ErrorContains(t, err, "MAX_STALENESS")
 }

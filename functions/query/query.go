@@ -40,7 +40,7 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger) *Handler {
 	h.mux.HandleFunc("/v1/clusters/{cluster}", h.get(getCluster))
 	h.mux.HandleFunc("/v1/labels/{key...}", h.get(labelValues))
 	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC.
-	h.mux.Handle(fleetcastv1connect.NewInformationServiceHandler(&information{svc: svc}))
+	h.mux.Handle(fleetcastv1connect.NewInformationServiceHandler(&information{svc: svc, log: log}))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, &fleetapi.Error{Code: fleetapi.NotFound, Message: fmt.Sprintf("no such resource: %s", r.URL.Path)})
 	})
@@ -192,16 +192,7 @@ var httpStatus = map[fleetapi.Code]int{
 // fail answers an error. A fault's cause goes to the log, not to the
 // caller; a caller that went away is no fault.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	e, ok := errors.AsType[*fleetapi.Error](err)
-	if !ok {
-		e = &fleetapi.Error{Code: fleetapi.Internal, Message: "the query failed; see the function's logs", Err: err}
-	}
-	switch {
-	case e.Code == fleetapi.Unavailable && r.Context().Err() == nil:
-		h.log.WarnContext(r.Context(), "query failed: the store is unavailable", "path", r.URL.Path, logging.KeyError, errText(e))
-	case e.Code == fleetapi.Internal:
-		h.log.ErrorContext(r.Context(), "query failed", "path", r.URL.Path, logging.KeyError, errText(e))
-	}
+	e := logFault(r.Context(), h.log, r.URL.Path, err)
 	msg := e.Message
 	if e.Param != "" {
 		msg = e.Error()
@@ -210,6 +201,24 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		msg = "the query failed; see the function's logs"
 	}
 	h.failStatus(w, r, httpStatus[e.Code], string(e.Code), e.Param, msg)
+}
+
+// logFault returns err as the read model's error (Internal when it is
+// not one) and logs it when it is a fault: the store unavailable
+// (WARNING; not when the caller went away) or anything else a retry will
+// not fix (ERROR). What the caller did wrong is not logged.
+func logFault(ctx context.Context, log *slog.Logger, path string, err error) *fleetapi.Error {
+	e, ok := errors.AsType[*fleetapi.Error](err)
+	if !ok {
+		e = &fleetapi.Error{Code: fleetapi.Internal, Message: "the query failed; see the function's logs", Err: err}
+	}
+	switch {
+	case e.Code == fleetapi.Unavailable && ctx.Err() == nil:
+		log.WarnContext(ctx, "query failed: the store is unavailable", "path", path, logging.KeyError, errText(e))
+	case e.Code == fleetapi.Internal:
+		log.ErrorContext(ctx, "query failed", "path", path, logging.KeyError, errText(e))
+	}
+	return e
 }
 
 func errText(e *fleetapi.Error) string {
@@ -269,8 +278,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.View.StaleAfter, err = fnruntime.Duration(getenv, "STALE_AFTER", fleetapi.DefaultStaleAfter); err != nil {
 		return Config{}, err
 	}
-	if getenv("MAX_STALENESS") == "0" {
-		c.View.MaxStaleness = -1
+	if d, err := time.ParseDuration(getenv("MAX_STALENESS")); err == nil && d == 0 {
+		c.View.MaxStaleness = -1 // 0, 0s, 0ms: every answer waits for a sync
 	} else if c.View.MaxStaleness, err = fnruntime.Duration(getenv, "MAX_STALENESS", fleetapi.DefaultMaxStaleness); err != nil {
 		return Config{}, err
 	}
