@@ -201,6 +201,13 @@ func (s *Service) sync(ctx context.Context) error {
 			return nil
 		}
 	}
+	return s.Sync(ctx)
+}
+
+// Sync waits for a sync of the view that begins after the call: then the
+// view holds every write acknowledged before the call, and no sync begun
+// earlier is still running.
+func (s *Service) Sync(ctx context.Context) error {
 	r := s.join()
 	select {
 	case <-r.done:
