@@ -1,33 +1,51 @@
 package fleetapi
 
-import "github.com/fleetcast/fleetcast/fleet"
+import (
+	"cmp"
+	"iter"
 
-// feedSize bounds the changes a view keeps for readers that catch up,
-// whatever the rate of change: 65 536 changes of pointers, about 1.5 MiB.
+	"github.com/fleetcast/fleetcast/fleet"
+)
+
+// feedSize bounds the changes a view keeps for watches that catch up,
+// whatever the rate of change: 65 536 changes of pointers, about 3 MiB.
 const feedSize = 1 << 16
 
-// Change is one change of a live fleet in the view: its state before (nil
-// when it was not in the view) and after (nil when it left it). Seq orders
-// the changes of one Service.
-type Change struct {
-	Seq    uint64
-	Before *fleet.Document
-	After  *fleet.Document
+// change is one change of the view: a live fleet's state before (nil
+// when it was not in the view) and after (nil when it left it), or, when
+// cluster is set, a cluster that appeared or turned stale or fresh. seq
+// orders the changes of one Service.
+type change struct {
+	seq           uint64
+	before, after *fleet.Document
+	cluster       string
+	// The cluster's state before and after; a cluster without a
+	// document is unknown, and stale.
+	was, is clusterState
 }
 
-// feed keeps the newest feedSize changes of the view, for streams that
+// clusterState is what a watch needs of a cluster: whether the view has
+// its document, and whether its heartbeat is too old.
+type clusterState struct {
+	known, stale bool
+}
+
+// fleetID returns the document ID of the fleet a fleet change is about.
+func (c *change) fleetID() string { return cmp.Or(c.after, c.before).Key().DocID() }
+
+// feed keeps the newest feedSize changes of the view, for the watches that
 // follow it, and wakes them when a sync adds some. The Service's lock
 // guards it.
 type feed struct {
 	seq       uint64   // of the newest change
-	ring      []Change // change n at ring[(n-1) % feedSize]
+	ring      []change // change n at ring[(n-1) % feedSize]
 	published uint64   // seq when updated was last closed
 	updated   chan struct{}
 }
 
-func (f *feed) record(before, after *fleet.Document) {
+func (f *feed) record(c change) {
 	f.seq++
-	c := Change{Seq: f.seq, Before: before, After: after}
+	c.seq = f.seq
 	if len(f.ring) < feedSize {
 		f.ring = append(f.ring, c)
 		return
@@ -35,7 +53,7 @@ func (f *feed) record(before, after *fleet.Document) {
 	f.ring[(f.seq-1)%feedSize] = c
 }
 
-// publish wakes the readers waiting on updated, if a change was recorded
+// publish wakes the watches waiting on updated, if a change was recorded
 // since the last time.
 func (f *feed) publish() {
 	if f.seq == f.published {
@@ -46,31 +64,19 @@ func (f *feed) publish() {
 	f.published = f.seq
 }
 
-// after returns the changes with a Seq above seq, oldest first; false when
-// some of them are no longer kept, or seq is not one of this feed's.
-func (f *feed) after(seq uint64) ([]Change, bool) {
-	if seq > f.seq || f.seq-seq > uint64(len(f.ring)) {
-		return nil, false
-	}
-	out := make([]Change, 0, f.seq-seq)
-	for n := seq + 1; n <= f.seq; n++ {
-		out = append(out, f.ring[(n-1)%feedSize])
-	}
-	return out, true
+// holds reports whether every change after seq is still kept.
+func (f *feed) holds(seq uint64) bool {
+	return seq <= f.seq && f.seq-seq <= uint64(len(f.ring))
 }
 
-// Seq returns the Seq of the newest change in this reading: Changes after
-// it are the view's changes since.
-func (r *Read) Seq() uint64 { return r.s.view.feed.seq }
-
-// Changes returns the changes of the view after seq (a Read's Seq, once
-// the Read is closed, or a Change's), oldest first, and a channel closed
-// when a sync adds more. It does not sync. False means some of them are
-// no longer kept (more than 65 536 changes since): start again from a
-// Read.
-func (s *Service) Changes(seq uint64) ([]Change, <-chan struct{}, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	changes, ok := s.view.feed.after(seq)
-	return changes, s.view.feed.updated, ok
+// between yields the changes with a seq in (from, to], oldest first;
+// holds(from) and to <= seq must be true.
+func (f *feed) between(from, to uint64) iter.Seq[*change] {
+	return func(yield func(*change) bool) {
+		for n := from + 1; n <= to; n++ {
+			if !yield(&f.ring[(n-1)%feedSize]) {
+				return
+			}
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"iter"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -70,6 +71,10 @@ type Options struct {
 	// view that has not synced for half of it loads everything again,
 	// since the tombstones of fleets deleted meanwhile may be gone.
 	TombstoneRetention time.Duration
+	// WatchPoll is how often the view syncs while watches run.
+	WatchPoll time.Duration
+	// Heartbeat is how often a watch sends a heartbeat.
+	Heartbeat time.Duration
 	// SyncTimeout bounds one sync (default 30 s).
 	SyncTimeout time.Duration
 	// Now is the clock; time.Now when nil.
@@ -103,6 +108,12 @@ func (o Options) withDefaults() Options {
 	if o.TombstoneRetention <= 0 {
 		o.TombstoneRetention = fleet.DefaultTombstoneRetention
 	}
+	if o.WatchPoll <= 0 {
+		o.WatchPoll = DefaultWatchPoll
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
 	if o.SyncTimeout <= 0 {
 		o.SyncTimeout = 30 * time.Second
 	}
@@ -126,15 +137,20 @@ type Service struct {
 	mu   sync.RWMutex // guards view
 	view view
 
-	syncMu  sync.Mutex // guards running and queued
-	running *syncRound
-	queued  *syncRound
+	// epoch tells this Service's resume tokens from another's.
+	epoch uint64
+
+	syncMu   sync.Mutex // guards running, queued, watches and pollStop
+	running  *syncRound
+	queued   *syncRound
+	watches  int
+	pollStop chan struct{}
 }
 
 // NewService returns a Service over src. Nothing is read until the first
 // answer.
 func NewService(src Source, opts Options) *Service {
-	s := &Service{src: src, opts: opts.withDefaults()}
+	s := &Service{src: src, opts: opts.withDefaults(), epoch: rand.Uint64() | 1}
 	s.view.feed.updated = make(chan struct{})
 	return s
 }

@@ -514,32 +514,43 @@ func TestMaxStaleness(t *testing.T) {
 }
 
 // TestTheFeedFollowsTheView: every change a sync applies is in the feed,
-// with the state before and after, a reload records what it changed, and
-// readers are woken once per sync that changed something.
+// with the state before and after, a reload records what it changed, a
+// cluster turning stale or fresh is recorded, and watches are woken once
+// per sync that changed something.
 func TestTheFeedFollowsTheView(t *testing.T) {
 	w := newWorld(t)
 	svc := w.service(Options{TombstoneRetention: time.Hour, Resync: 24 * time.Hour})
 	w.put(doc("pc", "games", "a", nil, 1, nil))
-	r, err := svc.Read(t.Context())
-	require.NoError(t, err)
-	start := r.Seq()
-	r.Close()
-	changes, updated, ok := svc.Changes(start)
-	require.True(t, ok)
-	assert.Empty(t, changes, "the first load is the starting point, not a change")
+	all(t, svc, NewQuery())
+	changes := func(from uint64) []change {
+		svc.mu.RLock()
+		defer svc.mu.RUnlock()
+		require.True(t, svc.view.feed.holds(from))
+		var out []change
+		for c := range svc.view.feed.between(from, svc.view.feed.seq) {
+			out = append(out, *c)
+		}
+		return out
+	}
+	updated := func() <-chan struct{} {
+		svc.mu.RLock()
+		defer svc.mu.RUnlock()
+		return svc.view.feed.updated
+	}
+	assert.Empty(t, changes(0), "the first load is the starting point, not a change")
 
+	woken := updated()
 	w.settle()
 	w.put(doc("pc", "games", "b", nil, 1, nil))
 	w.put(doc("pc", "games", "a", nil, 2, nil))
 	all(t, svc, NewQuery())
 	select {
-	case <-updated:
+	case <-woken:
 	default:
-		t.Fatal("a sync that changed the view wakes its readers")
+		t.Fatal("a sync that changed the view wakes its watches")
 	}
-	changes, updated, ok = svc.Changes(start)
-	require.True(t, ok)
-	require.Len(t, changes, 2)
+	got := changes(0)
+	require.Len(t, got, 2)
 	kinds := map[string][2]int64{} // name → before and after ready, -1 when absent
 	ready := func(d *fleet.Document) int64 {
 		if d == nil {
@@ -547,16 +558,20 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 		}
 		return d.Status.ReadyReplicas
 	}
-	for _, c := range changes {
-		name := cmp.Or(c.After, c.Before).Name
-		kinds[name] = [2]int64{ready(c.Before), ready(c.After)}
+	for _, c := range got {
+		name := cmp.Or(c.after, c.before).Name
+		kinds[name] = [2]int64{ready(c.before), ready(c.after)}
 	}
 	assert.Equal(t, map[string][2]int64{"b": {-1, 1}, "a": {1, 2}}, kinds)
 
+	woken = updated()
 	w.settle()
-	all(t, svc, NewQuery()) // nothing new
+	w.heartbeat("pc", 0)
+	w.heartbeat("ps5", 0)
+	w.heartbeat("xbox", 0)
+	all(t, svc, NewQuery()) // fresh heartbeats change no staleness
 	select {
-	case <-updated:
+	case <-woken:
 		t.Fatal("a sync that changed nothing wakes nobody")
 	default:
 	}
@@ -564,44 +579,58 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 	w.settle()
 	w.remove("pc", "games", "b")
 	all(t, svc, NewQuery())
-	more, _, ok := svc.Changes(changes[1].Seq)
-	require.True(t, ok)
+	more := changes(2)
 	require.Len(t, more, 1)
-	assert.Equal(t, "b", more[0].Before.Name)
-	assert.Nil(t, more[0].After, "a tombstone: the fleet left")
+	assert.Equal(t, "b", more[0].before.Name)
+	assert.Nil(t, more[0].after, "a tombstone: the fleet left")
+
+	// A cluster whose heartbeat ages past StaleAfter turns stale; a
+	// new one appears.
+	w.clk.Add(DefaultStaleAfter)
+	w.heartbeat("pc", 0)
+	w.heartbeat("ps5", 0)
+	w.heartbeat("switch", 0)
+	all(t, svc, NewQuery())
+	more = changes(3)
+	require.Len(t, more, 2)
+	assert.Equal(t, change{seq: 4, cluster: "switch", was: clusterState{stale: true}, is: clusterState{known: true}}, more[0])
+	assert.Equal(t, change{seq: 5, cluster: "xbox", was: clusterState{known: true}, is: clusterState{known: true, stale: true}}, more[1])
 
 	// A fleet deleted while the view was idle, whose tombstone expired:
 	// the reload records that it left.
 	w.clk.Add(time.Hour)
 	w.remove("pc", "games", "a")
 	w.mem.Expire(fleet.Key{Cluster: "pc", Namespace: "games", Name: "a"})
-	w.heartbeat("pc", 0)
+	for _, c := range []string{"pc", "ps5", "xbox", "switch"} {
+		w.heartbeat(c, 0)
+	}
 	all(t, svc, NewQuery())
-	more, _, ok = svc.Changes(more[0].Seq)
-	require.True(t, ok)
-	require.Len(t, more, 1)
-	assert.Equal(t, "a", more[0].Before.Name)
-	assert.Nil(t, more[0].After)
-
-	_, _, ok = svc.Changes(more[0].Seq + 1)
-	assert.False(t, ok, "a Seq this feed has not reached")
+	more = changes(5)
+	require.Len(t, more, 2)
+	assert.Equal(t, "a", more[0].before.Name)
+	assert.Nil(t, more[0].after)
+	assert.Equal(t, "xbox", more[1].cluster, "fresh again")
+	assert.False(t, more[1].is.stale)
 }
 
 // TestTheFeedIsBounded: the feed keeps the newest feedSize changes; a
-// reader further behind is told to start again.
+// watch further behind is told to start again.
 func TestTheFeedIsBounded(t *testing.T) {
 	var f feed
 	f.updated = make(chan struct{})
 	d := doc("pc", "games", "a", nil, 1, nil)
 	for range feedSize + 10 {
-		f.record(nil, d)
+		f.record(change{after: d})
 	}
 	assert.Len(t, f.ring, feedSize)
-	_, ok := f.after(9)
-	assert.False(t, ok)
-	changes, ok := f.after(10)
-	require.True(t, ok)
-	assert.Len(t, changes, feedSize)
-	assert.EqualValues(t, 11, changes[0].Seq)
-	assert.EqualValues(t, feedSize+10, changes[len(changes)-1].Seq)
+	assert.False(t, f.holds(9))
+	require.True(t, f.holds(10))
+	var seqs []uint64
+	for c := range f.between(10, f.seq) {
+		seqs = append(seqs, c.seq)
+	}
+	assert.Len(t, seqs, feedSize)
+	assert.EqualValues(t, 11, seqs[0])
+	assert.EqualValues(t, feedSize+10, seqs[len(seqs)-1])
+	assert.False(t, f.holds(f.seq+1), "a seq this feed has not reached")
 }

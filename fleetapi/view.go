@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -51,7 +52,11 @@ type view struct {
 	// two views holding the same documents have the same digest,
 	// whatever their history.
 	digest uint64
-	// feed records the fleet changes after the first load.
+	// stale is the state of every cluster the view has known, judged
+	// at its newest sync: the clusters of a watch's changes.
+	stale map[string]bool
+	// feed records the changes of fleets and of clusters' states after
+	// the first load.
 	feed feed
 }
 
@@ -104,12 +109,12 @@ func (v *view) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument)
 	if v.loaded {
 		for _, e := range v.sorted {
 			if old, ok := prev[e.id]; !ok || old.hash != e.hash {
-				v.feed.record(entryDoc(old), e.doc)
+				v.feed.record(change{before: entryDoc(old), after: e.doc})
 			}
 		}
 		for id, old := range prev {
 			if _, ok := v.byID[id]; !ok {
-				v.feed.record(old.doc, nil)
+				v.feed.record(change{before: old.doc})
 			}
 		}
 	}
@@ -140,7 +145,7 @@ func (v *view) putFleet(d *fleet.Document) bool {
 		delete(v.byID, id)
 		i, _ := slices.BinarySearchFunc(v.sorted, id, func(e *entry, id string) int { return strings.Compare(e.id, id) })
 		v.sorted = slices.Delete(v.sorted, i, i+1)
-		v.feed.record(old.doc, nil)
+		v.feed.record(change{before: old.doc})
 		return true
 	}
 	h := fleetHash(id, d)
@@ -149,7 +154,7 @@ func (v *view) putFleet(d *fleet.Document) bool {
 			return false // read again within CommitLag of a sync
 		}
 		v.digest ^= old.hash ^ h
-		v.feed.record(old.doc, d)
+		v.feed.record(change{before: old.doc, after: d})
 		old.doc, old.hash = d, h
 		return true
 	}
@@ -158,7 +163,7 @@ func (v *view) putFleet(d *fleet.Document) bool {
 	v.digest ^= h
 	i, _ := slices.BinarySearchFunc(v.sorted, id, func(e *entry, id string) int { return strings.Compare(e.id, id) })
 	v.sorted = slices.Insert(v.sorted, i, e)
-	v.feed.record(nil, d)
+	v.feed.record(change{after: d})
 	return true
 }
 
@@ -171,6 +176,36 @@ func (v *view) putCluster(c *fleet.ClusterDocument) {
 	}
 	v.clusters[c.Cluster] = c
 	v.digest ^= clusterHash(c)
+}
+
+// judge sets each cluster's staleness at now, and records in the feed the
+// clusters that appeared or whose staleness changed. A cluster whose
+// document is gone stays known, stale.
+func (v *view) judge(now time.Time, staleAfter time.Duration) {
+	first := v.stale == nil // the view's starting point, not a change
+	if first {
+		v.stale = make(map[string]bool, len(v.clusters))
+	}
+	for _, name := range slices.Sorted(maps.Keys(v.clusters)) {
+		v.judgeOne(name, now, staleAfter, !first)
+	}
+	for _, name := range slices.Sorted(maps.Keys(v.stale)) {
+		if _, ok := v.clusters[name]; !ok {
+			v.judgeOne(name, now, staleAfter, !first)
+		}
+	}
+}
+
+func (v *view) judgeOne(name string, now time.Time, staleAfter time.Duration, record bool) {
+	st := IsStale(v.clusters[name], now, staleAfter)
+	old, known := v.stale[name]
+	if known && old == st {
+		return
+	}
+	v.stale[name] = st
+	if record {
+		v.feed.record(change{cluster: name, was: clusterState{known: known, stale: !known || old}, is: clusterState{known: true, stale: st}})
+	}
 }
 
 // syncRound is one sync of the view, shared by every request that waits
@@ -291,6 +326,7 @@ func (s *Service) syncOnce(ctx context.Context) error {
 		s.view.load(fleets.Docs, clusters.Docs)
 		s.view.lastLoad, s.view.lastSync, s.view.lastClusterSync = started, started, started
 		s.view.fleetsSince, s.view.clustersSince = point, point
+		s.view.judge(s.opts.Now(), s.opts.StaleAfter)
 		s.view.feed.publish()
 		s.opts.Log.Info("query view loaded", "fleets", len(s.view.sorted), "clusters", len(s.view.clusters),
 			"tookMillis", s.opts.Now().Sub(started).Milliseconds())
@@ -322,6 +358,7 @@ func (s *Service) syncOnce(ctx context.Context) error {
 		s.view.lastClusterSync = started
 	}
 	s.view.lastSync = started
+	s.view.judge(s.opts.Now(), s.opts.StaleAfter)
 	s.view.feed.publish()
 	return nil
 }

@@ -1,0 +1,526 @@
+package fleetapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fleetcast/fleetcast/fleet"
+)
+
+// Defaults of the watch Options.
+const (
+	// DefaultWatchPoll is how often a view with watches reads what was
+	// written since its last sync, and judges the clusters' staleness.
+	DefaultWatchPoll = 250 * time.Millisecond
+	// DefaultHeartbeat is how often a watch sends a heartbeat.
+	DefaultHeartbeat = 15 * time.Second
+)
+
+// EventKind says what a watch event is.
+type EventKind string
+
+// Kinds of watch event.
+const (
+	// A fleet entered the watched set: it was created, started to match
+	// the filter, or its cluster turned fresh.
+	Added EventKind = "added"
+	// A fleet in the set changed; with includeStale, also when its
+	// cluster turned stale or fresh.
+	Modified EventKind = "modified"
+	// A fleet left the set: it was deleted, stopped matching, or its
+	// cluster turned stale. Fleet is its last state.
+	Removed EventKind = "removed"
+	// A cluster appeared, or turned stale or fresh. Its fleets' events
+	// follow it.
+	ClusterChanged EventKind = "cluster"
+	// Synced ends the initial set, or the changes missed before a
+	// resume: the client now holds the whole set.
+	Synced EventKind = "synced"
+	// Reset: forget every fleet held; the whole set follows, then
+	// Synced. Sent when a resume token cannot be used (another
+	// instance's, or older than the changes the instance keeps), or
+	// when the client fell more than 65 536 changes behind.
+	Reset EventKind = "reset"
+	// Heartbeat is sent every Options.Heartbeat: a client that hears
+	// nothing for longer knows the stream is dead.
+	Heartbeat EventKind = "heartbeat"
+)
+
+// Event is one message of a watch.
+type Event struct {
+	Kind EventKind
+	// Fleet: of Added, Modified and Removed.
+	Fleet Fleet
+	// Cluster: of ClusterChanged.
+	Cluster Cluster
+	// FleetCount: of Synced, the fleets in the set.
+	FleetCount int
+	// Time: of Heartbeat.
+	Time time.Time
+	// ResumeToken resumes the watch after this event.
+	ResumeToken string
+}
+
+// watchOnly are the parameters of GET /v1/fleets that a watch does not
+// take: it has no pages, and no order but the events'.
+var watchOnly = map[string]string{
+	"orderBy": "a watch has no order", "pageSize": "a watch has no pages", "pageToken": "a watch has no pages",
+}
+
+// ParseWatch reads the parameters of GET /v1/watch: the filters of
+// /v1/fleets and resumeToken.
+func ParseWatch(v url.Values) (Query, string, error) {
+	v = maps.Clone(v)
+	token, err := single(v, "resumeToken")
+	if err != nil {
+		return Query{}, "", err
+	}
+	delete(v, "resumeToken")
+	for name, why := range watchOnly {
+		if _, ok := v[name]; ok {
+			return Query{}, "", paramErr(name, "%s", why)
+		}
+	}
+	q, err := ParseQuery(v)
+	return q, token, err
+}
+
+// position is where a watch stands in the feed of its Service, carried by
+// its resume tokens: the client holds the set at seq From (nothing, when
+// Initial) and the first N events that take it to the set at seq To.
+// From == To and N == 0 when it holds the set at To.
+type position struct {
+	Epoch   uint64 `json:"e"`
+	Filter  string `json:"f"`
+	Initial bool   `json:"i,omitempty"`
+	From    uint64 `json:"a,omitempty"`
+	To      uint64 `json:"b,omitempty"`
+	N       int    `json:"n,omitempty"`
+}
+
+func (p position) steady() bool { return !p.Initial && p.From == p.To && p.N == 0 }
+
+func (p position) at(seq uint64) position {
+	return position{Epoch: p.Epoch, Filter: p.Filter, From: seq, To: seq}
+}
+
+func (p position) token() string {
+	b, _ := json.Marshal(p) // a struct of numbers and strings
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func parsePosition(token, filter string) (position, error) {
+	var p position
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err == nil {
+		err = json.Unmarshal(b, &p)
+	}
+	if err != nil || p.Epoch == 0 || p.N < 0 {
+		return position{}, paramErr("resumeToken", "not a resume token of this API; start again without one")
+	}
+	if p.Filter != filter {
+		return position{}, paramErr("resumeToken", "a token of a watch with other filters; resume with the same filters")
+	}
+	return p, nil
+}
+
+// watchFilter is q as a watch uses it, and its fingerprint.
+func watchFilter(q Query) (Query, string) {
+	q = q.normalized()
+	q.OrderBy, q.PageSize, q.After = OrderByName, DefaultPageSize, nil
+	return q, q.fingerprint()
+}
+
+// Watch sends the live fleets matching q, then every change to that set,
+// until ctx ends or send fails: send's error is returned, and nil when
+// ctx ends. With the resumeToken of an event it had, a client receives
+// exactly the events that followed it, then Synced; with a token this
+// instance cannot use, Reset and the whole set. Errors before the first
+// event are *Error: a bad token or filter (InvalidArgument), or a store
+// that cannot be read (Unavailable, Internal).
+//
+// Every watch of a Service follows the one view: the view reads each
+// changed document once, whatever the number of watches, and syncs every
+// Options.WatchPoll while any watch runs. A watch holds only its place in
+// the view's bounded feed of changes and the events of the step it is
+// sending, a step coalescing every change since its previous one to the
+// newest state of each fleet: a client that reads slowly gets fewer,
+// newer events, and delays no other watch.
+func (s *Service) Watch(ctx context.Context, q Query, resumeToken string, send func(Event) error) error {
+	q, filter := watchFilter(q)
+	var pos position
+	if resumeToken != "" {
+		var err error
+		if pos, err = parsePosition(resumeToken, filter); err != nil {
+			return err
+		}
+	}
+	stop := s.watching()
+	defer stop()
+	r, err := s.Read(ctx)
+	if err != nil {
+		return err
+	}
+	err = r.knownKeys(q)
+	r.Close()
+	if err != nil {
+		return err
+	}
+	if resumeToken == "" {
+		s.mu.RLock()
+		pos = position{Epoch: s.epoch, Filter: filter, Initial: true, To: s.view.feed.seq}
+		s.mu.RUnlock()
+	}
+	heartbeat := time.NewTicker(s.opts.Heartbeat)
+	defer heartbeat.Stop()
+	opening := true
+	for {
+		st := s.step(q, pos, opening && resumeToken != "")
+		opening = false
+		for i, p := range st.events {
+			if err := send(s.event(p, st.tokens[i])); err != nil {
+				return err
+			}
+		}
+		pos = st.next
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-st.updated:
+		case <-heartbeat.C:
+			if err := send(Event{Kind: Heartbeat, Time: s.opts.Now(), ResumeToken: pos.token()}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// watching counts a watch, and runs the view's polling while any does;
+// stop uncounts it.
+func (s *Service) watching() (stop func()) {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.watches++; s.watches == 1 {
+		s.pollStop = make(chan struct{})
+		go s.poll(s.pollStop)
+	}
+	return func() {
+		s.syncMu.Lock()
+		defer s.syncMu.Unlock()
+		if s.watches--; s.watches == 0 {
+			close(s.pollStop)
+		}
+	}
+}
+
+// poll syncs the view every WatchPoll until stop is closed, one sync at a
+// time: a slow store slows the polling, and never piles syncs up.
+func (s *Service) poll(stop <-chan struct{}) {
+	t := time.NewTicker(s.opts.WatchPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		select {
+		case <-stop:
+			return
+		case <-s.join().done: // a failure is logged by runSyncs
+		}
+	}
+}
+
+// pending is an event of a step before it is shaped. Its documents are
+// the view's, shared, and never modified.
+type pending struct {
+	kind    EventKind
+	doc     *fleet.Document
+	cluster *fleet.ClusterDocument
+	name    string // of the cluster
+	stale   bool
+	count   int // of Synced
+}
+
+// step is what a watch sends next: events with their positions, the
+// position after them, and the channel closed when the view changes
+// again.
+type step struct {
+	events  []pending
+	tokens  []position
+	next    position
+	updated <-chan struct{}
+}
+
+// step brings a watch at pos up to the view's newest change. resumed: it
+// is the first step after a resume, which ends with Synced.
+func (s *Service) step(q Query, pos position, resumed bool) step {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	v := &s.view
+	now := v.feed.seq
+	st := step{updated: v.feed.updated}
+	var d []pending
+	ok := s.usable(pos)
+	if ok && !pos.steady() {
+		d = v.diff(q, pos.Initial, pos.From, pos.To)
+		ok = pos.N <= len(d)
+	}
+	if !ok {
+		s.opts.Log.Debug("watch: resending the whole set", "tokenEpoch", pos.Epoch, "epoch", s.epoch)
+		pos = position{Epoch: s.epoch, Filter: pos.Filter, Initial: true, To: now}
+		st.add(pending{kind: Reset}, pos)
+		d = v.diff(q, true, 0, now)
+	}
+	if !pos.steady() {
+		// Finish the step that pos is in the middle of.
+		for i, p := range d[pos.N:] {
+			next := pos
+			next.N += i + 1
+			st.add(p, next)
+		}
+		if pos.Initial {
+			added := 0
+			for _, p := range d {
+				if p.kind == Added {
+					added++
+				}
+			}
+			st.add(pending{kind: Synced, count: added}, pos.at(pos.To))
+		} else if len(d) > pos.N {
+			st.tokens[len(st.tokens)-1] = pos.at(pos.To)
+		}
+		pos = pos.at(pos.To)
+	}
+	if pos.To < now {
+		d := v.diff(q, false, pos.To, now)
+		for i, p := range d {
+			st.add(p, position{Epoch: pos.Epoch, Filter: pos.Filter, From: pos.To, To: now, N: i + 1})
+		}
+		pos = pos.at(now)
+		if len(d) > 0 {
+			st.tokens[len(st.tokens)-1] = pos
+		}
+	}
+	if resumed && (len(st.events) == 0 || st.events[len(st.events)-1].kind != Synced) {
+		// The changes missed are delivered.
+		st.add(pending{kind: Synced, count: v.count(q)}, pos)
+	}
+	st.next = pos
+	return st
+}
+
+func (st *step) add(p pending, pos position) {
+	st.events = append(st.events, p)
+	st.tokens = append(st.tokens, pos)
+}
+
+// usable reports whether a watch can go on from pos in this view: a
+// position of this Service whose changes the feed still holds. The lock
+// is held.
+func (s *Service) usable(pos position) bool {
+	f := &s.view.feed
+	if pos.Epoch != s.epoch || pos.To > f.seq || pos.From > pos.To {
+		return false
+	}
+	if pos.Initial {
+		return f.holds(pos.To)
+	}
+	return f.holds(pos.From)
+}
+
+// event shapes a pending event.
+func (s *Service) event(p pending, pos position) Event {
+	e := Event{Kind: p.kind, ResumeToken: pos.token()}
+	switch p.kind {
+	case Added, Modified, Removed:
+		e.Fleet = NewFleet(p.doc, p.stale)
+	case ClusterChanged:
+		if p.cluster != nil {
+			e.Cluster = NewCluster(p.cluster, p.stale)
+		} else {
+			e.Cluster = Cluster{Cluster: p.name, Labels: map[string]string{}, Stale: true}
+		}
+	case Synced:
+		e.FleetCount = p.count
+	}
+	return e
+}
+
+// past is the view as it was at an earlier seq: the state then of each
+// fleet and cluster that changed since; the others are as they are now.
+type past struct {
+	fleets   map[string]*fleet.Document // nil: not in the view then
+	clusters map[string]clusterState
+}
+
+// past rewinds the view to seq, which the feed holds.
+func (v *view) past(seq uint64) past {
+	p := past{fleets: map[string]*fleet.Document{}, clusters: map[string]clusterState{}}
+	for c := range v.feed.between(seq, v.feed.seq) {
+		if c.cluster != "" {
+			if _, ok := p.clusters[c.cluster]; !ok {
+				p.clusters[c.cluster] = c.was
+			}
+			continue
+		}
+		if id := c.fleetID(); !has(p.fleets, id) {
+			p.fleets[id] = c.before
+		}
+	}
+	return p
+}
+
+func has[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+func (v *view) fleetAt(p past, id string) *fleet.Document {
+	if d, ok := p.fleets[id]; ok {
+		return d
+	}
+	if e := v.byID[id]; e != nil {
+		return e.doc
+	}
+	return nil
+}
+
+func (v *view) clusterAt(p past, name string) clusterState {
+	if c, ok := p.clusters[name]; ok {
+		return c
+	}
+	st, known := v.stale[name]
+	return clusterState{known: known, stale: !known || st}
+}
+
+// clusterFleets adds to ids the fleets of a cluster at p. IDs begin with
+// the cluster's name and a separator below any character of a name, so a
+// cluster's fleets are together in the view's order.
+func (v *view) clusterFleets(p past, cluster string, ids map[string]bool) {
+	i, _ := slices.BinarySearchFunc(v.sorted, cluster, func(e *entry, c string) int { return strings.Compare(e.doc.Cluster, c) })
+	for ; i < len(v.sorted) && v.sorted[i].doc.Cluster == cluster; i++ {
+		ids[v.sorted[i].id] = true
+	}
+	for id, d := range p.fleets {
+		if d != nil && d.Cluster == cluster {
+			ids[id] = true
+		}
+	}
+}
+
+// diff returns the events that take a client holding the fleets matching
+// q at seq from (none, when initial) to those at seq to, in a fixed order
+// — the clusters' by name, then the fleets' by ID — so that a resume can
+// skip those delivered. The feed holds from (to, when initial).
+func (v *view) diff(q Query, initial bool, from, to uint64) []pending {
+	pt := v.past(to)
+	pf := past{}
+	if !initial {
+		pf = v.past(from)
+	}
+	before := func(name string) clusterState {
+		if initial {
+			return clusterState{stale: true}
+		}
+		return v.clusterAt(pf, name)
+	}
+	var names map[string]bool
+	if initial {
+		names = make(map[string]bool, len(v.stale))
+		for name := range v.stale {
+			names[name] = true
+		}
+	} else {
+		names = map[string]bool{}
+		for c := range v.feed.between(from, to) {
+			if c.cluster != "" {
+				names[c.cluster] = true
+			}
+		}
+	}
+	var out []pending
+	var flipped []string
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		a, b := before(name), v.clusterAt(pt, name)
+		if b.known && a != b {
+			out = append(out, pending{kind: ClusterChanged, cluster: v.clusters[name], name: name, stale: b.stale})
+		}
+		if a.stale != b.stale {
+			flipped = append(flipped, name)
+		}
+	}
+	var ids []string
+	if initial && len(pt.fleets) == 0 {
+		ids = make([]string, 0, len(v.sorted))
+		for _, e := range v.sorted {
+			ids = append(ids, e.id)
+		}
+	} else {
+		set := map[string]bool{}
+		if initial {
+			for _, e := range v.sorted {
+				set[e.id] = true
+			}
+			for id := range pt.fleets {
+				set[id] = true
+			}
+		} else {
+			for c := range v.feed.between(from, to) {
+				if c.cluster == "" {
+					set[c.fleetID()] = true
+				}
+			}
+			for _, name := range flipped {
+				v.clusterFleets(pf, name, set)
+				v.clusterFleets(pt, name, set)
+			}
+		}
+		ids = slices.Sorted(maps.Keys(set))
+	}
+	for _, id := range ids {
+		var da *fleet.Document
+		if !initial {
+			da = v.fleetAt(pf, id)
+		}
+		db := v.fleetAt(pt, id)
+		var sa, sb bool
+		if da != nil {
+			sa = v.clusterAt(pf, da.Cluster).stale
+		}
+		if db != nil {
+			sb = v.clusterAt(pt, db.Cluster).stale
+		}
+		inA := da != nil && q.Matches(da, sa)
+		inB := db != nil && q.Matches(db, sb)
+		switch {
+		case inB && !inA:
+			out = append(out, pending{kind: Added, doc: db, stale: sb})
+		case inA && !inB && db != nil:
+			out = append(out, pending{kind: Removed, doc: db, stale: sb})
+		case inA && !inB:
+			out = append(out, pending{kind: Removed, doc: da, stale: sa})
+		case inA && inB && (da != db || sa != sb):
+			out = append(out, pending{kind: Modified, doc: db, stale: sb})
+		}
+	}
+	return out
+}
+
+// count returns how many live fleets match q now.
+func (v *view) count(q Query) int {
+	n := 0
+	for _, e := range v.sorted {
+		if q.Matches(e.doc, v.clusterAt(past{}, e.doc.Cluster).stale) {
+			n++
+		}
+	}
+	return n
+}

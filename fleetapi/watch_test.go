@@ -1,0 +1,410 @@
+package fleetapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// watcher is a client of a watch, as strict as can be: an Added fleet it
+// holds, or a Modified or Removed one it does not, is an error, so a
+// duplicate or lost event fails the test.
+type watcher struct {
+	t        *testing.T
+	svc      *Service
+	q        Query
+	filter   string
+	pos      position
+	token    string // of the last event handled
+	fleets   map[string]Fleet
+	clusters map[string]bool // stale
+	log      []Event
+}
+
+func newWatcher(t *testing.T, svc *Service, q Query) *watcher {
+	q, filter := watchFilter(q)
+	svc.mu.RLock()
+	pos := position{Epoch: svc.epoch, Filter: filter, Initial: true, To: svc.view.feed.seq}
+	svc.mu.RUnlock()
+	return &watcher{t: t, svc: svc, q: q, filter: filter, pos: pos, fleets: map[string]Fleet{}, clusters: map[string]bool{}}
+}
+
+// step takes the watch's next step and handles its first n events (all
+// when n < 0); the others are lost, as by a broken connection.
+func (c *watcher) step(resumed bool, n int) []Event {
+	st := c.svc.step(c.q, c.pos, resumed)
+	var out []Event
+	for i, p := range st.events {
+		if n >= 0 && i >= n {
+			break
+		}
+		e := c.svc.event(p, st.tokens[i])
+		c.apply(e)
+		out = append(out, e)
+	}
+	if n < 0 || n >= len(st.events) {
+		c.pos = st.next
+	} else if len(out) > 0 {
+		// Resume from the last event handled.
+		p, err := parsePosition(out[len(out)-1].ResumeToken, c.filter)
+		require.NoError(c.t, err)
+		c.pos = p
+	}
+	return out
+}
+
+func (c *watcher) apply(e Event) {
+	c.t.Helper()
+	c.log = append(c.log, e)
+	c.token = e.ResumeToken
+	id := e.Fleet.Cluster + "/" + e.Fleet.Namespace + "/" + e.Fleet.Name
+	switch e.Kind {
+	case Added:
+		require.NotContains(c.t, c.fleets, id, "added twice")
+		c.fleets[id] = e.Fleet
+	case Modified:
+		require.Contains(c.t, c.fleets, id, "modified unheld")
+		require.NotEqual(c.t, c.fleets[id], e.Fleet, "modified to the state held")
+		c.fleets[id] = e.Fleet
+	case Removed:
+		require.Contains(c.t, c.fleets, id, "removed unheld")
+		delete(c.fleets, id)
+	case Reset:
+		clear(c.fleets)
+		clear(c.clusters)
+	case ClusterChanged:
+		if stale, ok := c.clusters[e.Cluster.Cluster]; ok {
+			require.NotEqual(c.t, stale, e.Cluster.Stale, "a cluster change that changes nothing")
+		}
+		c.clusters[e.Cluster.Cluster] = e.Cluster.Stale
+	}
+}
+
+// want returns the fleets a watch of q must hold: the answer of the
+// API.
+func want(t *testing.T, svc *Service, q Query) map[string]Fleet {
+	r, err := svc.Read(t.Context())
+	require.NoError(t, err)
+	defer r.Close()
+	out := map[string]Fleet{}
+	q.PageSize = MaxPageSize
+	l, err := r.Fleets(q)
+	require.NoError(t, err)
+	require.Empty(t, l.NextPageToken)
+	for _, f := range l.Items {
+		out[f.Cluster+"/"+f.Namespace+"/"+f.Name] = f
+	}
+	return out
+}
+
+func parse(t *testing.T, s string) Query {
+	v, err := url.ParseQuery(s)
+	require.NoError(t, err)
+	q, _, err := ParseWatch(v)
+	require.NoError(t, err)
+	return q
+}
+
+func kinds(events []Event) []string {
+	out := make([]string, 0, len(events))
+	for _, e := range events {
+		switch e.Kind {
+		case Added, Modified, Removed:
+			out = append(out, string(e.Kind)+" "+e.Fleet.Name)
+		case ClusterChanged:
+			out = append(out, fmt.Sprintf("cluster %s stale=%t", e.Cluster.Cluster, e.Cluster.Stale))
+		case Synced:
+			out = append(out, fmt.Sprintf("synced %d", e.FleetCount))
+		default:
+			out = append(out, string(e.Kind))
+		}
+	}
+	return out
+}
+
+// TestAWatchFollowsTheSet: the initial set, then each change: added,
+// modified, removed, leaving and entering the filter, and a cluster
+// turning stale and fresh.
+func TestAWatchFollowsTheSet(t *testing.T) {
+	w := newWorld(t)
+	svc := w.service(Options{TombstoneRetention: time.Hour, Resync: 24 * time.Hour})
+	w.put(doc("pc", "games", "a", map[string]string{"platform": "pc"}, 1, nil))
+	w.put(doc("xbox", "games", "x", map[string]string{"platform": "xbox"}, 1, nil))
+	w.put(doc("ps5", "games", "p", map[string]string{"platform": "ps5"}, 1, nil))
+	sync := func() {
+		w.settle()
+		require.NoError(t, svc.Sync(t.Context()))
+	}
+	sync()
+	c := newWatcher(t, svc, parse(t, "selector=platform!=ps5"))
+	assert.Equal(t, []string{"cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=false",
+		"added a", "added x", "synced 2"}, kinds(c.step(false, -1)))
+	assert.Empty(t, c.step(false, -1), "nothing changed")
+
+	w.put(doc("pc", "games", "a", map[string]string{"platform": "pc"}, 2, nil))
+	w.put(doc("pc", "games", "b", map[string]string{"platform": "pc"}, 0, nil))
+	w.put(doc("ps5", "games", "p", map[string]string{"platform": "ps5"}, 3, nil)) // not watched
+	sync()
+	events := c.step(false, -1)
+	assert.Equal(t, []string{"modified a", "added b"}, kinds(events))
+	assert.EqualValues(t, 2, events[0].Fleet.ReadyReplicas)
+
+	w.remove("pc", "games", "b")
+	w.put(doc("xbox", "games", "x", map[string]string{"platform": "ps5"}, 1, nil)) // leaves the filter
+	sync()
+	events = c.step(false, -1)
+	assert.Equal(t, []string{"removed b", "removed x"}, kinds(events))
+	assert.Equal(t, "ps5", events[1].Fleet.Labels["platform"], "removed with its newest state")
+
+	w.put(doc("xbox", "games", "x", map[string]string{"platform": "xbox"}, 1, nil))
+	sync()
+	assert.Equal(t, []string{"added x"}, kinds(c.step(false, -1)))
+
+	// xbox's heartbeat ages past StaleAfter: its fleets leave; a
+	// heartbeat brings them back.
+	w.clk.Add(DefaultStaleAfter)
+	w.heartbeat("pc", 0)
+	w.heartbeat("ps5", 0)
+	sync()
+	assert.Equal(t, []string{"cluster xbox stale=true", "removed x"}, kinds(c.step(false, -1)))
+	w.heartbeat("xbox", 0)
+	sync()
+	assert.Equal(t, []string{"cluster xbox stale=false", "added x"}, kinds(c.step(false, -1)))
+	assert.Equal(t, want(t, svc, c.q), c.fleets)
+
+	// With includeStale, the fleets of a stale cluster stay, marked.
+	s := newWatcher(t, svc, parse(t, "includeStale=true&cluster=xbox"))
+	assert.Equal(t, []string{"cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=false", "added x", "synced 1"},
+		kinds(s.step(false, -1)))
+	w.clk.Add(DefaultStaleAfter)
+	w.heartbeat("pc", 0)
+	w.heartbeat("ps5", 0)
+	sync()
+	events = s.step(false, -1)
+	assert.Equal(t, []string{"cluster xbox stale=true", "modified x"}, kinds(events))
+	assert.True(t, events[1].Fleet.Stale)
+}
+
+// TestASlowWatchGetsTheNewestState: many changes between two steps make
+// one event per fleet, with its newest state; a fleet created and deleted
+// meanwhile makes none.
+func TestASlowWatchGetsTheNewestState(t *testing.T) {
+	w := newWorld(t)
+	svc := w.service(Options{})
+	w.put(doc("pc", "games", "a", nil, 0, nil))
+	require.NoError(t, svc.Sync(t.Context()))
+	c := newWatcher(t, svc, NewQuery())
+	c.step(false, -1)
+	for i := range 50 {
+		w.settle()
+		w.put(doc("pc", "games", "a", nil, int64(i), nil))
+		w.put(doc("pc", "games", "tmp", nil, 1, nil))
+		require.NoError(t, svc.Sync(t.Context()))
+		w.remove("pc", "games", "tmp")
+		require.NoError(t, svc.Sync(t.Context()))
+	}
+	events := c.step(false, -1)
+	assert.Equal(t, []string{"modified a"}, kinds(events))
+	assert.EqualValues(t, 49, events[0].Fleet.ReadyReplicas)
+}
+
+// TestAWatchResumesExactly: a client that resumes with the token of the
+// last event it handled — at the end of a step, in the middle of one, in
+// the initial set — receives exactly the events it did not handle, then
+// Synced; with a token of another Service, or older than the feed, Reset
+// and the whole set.
+func TestAWatchResumesExactly(t *testing.T) {
+	w := newWorld(t)
+	svc := w.service(Options{})
+	for i := range 5 {
+		w.put(doc("pc", "games", fmt.Sprintf("f%d", i), nil, 1, nil))
+	}
+	require.NoError(t, svc.Sync(t.Context()))
+
+	c := newWatcher(t, svc, NewQuery())
+	assert.Len(t, c.step(false, 5), 5, "three clusters and two fleets, then the connection breaks")
+	w.settle()
+	w.remove("pc", "games", "f0")
+	w.put(doc("pc", "games", "f3", nil, 2, nil))
+	require.NoError(t, svc.Sync(t.Context()))
+	// The rest of the initial set at its seq — f0 included, since the
+	// client is told it was removed next — then what changed.
+	assert.Equal(t, []string{"added f2", "added f3", "added f4", "synced 5", "removed f0", "modified f3", "synced 4"},
+		kinds(c.step(true, -1)))
+	assert.Equal(t, want(t, svc, c.q), c.fleets)
+
+	w.settle()
+	for i := range 3 {
+		w.put(doc("pc", "games", fmt.Sprintf("f%d", i+1), nil, 5, nil))
+	}
+	require.NoError(t, svc.Sync(t.Context()))
+	assert.Equal(t, []string{"modified f1"}, kinds(c.step(false, 1)), "then the connection breaks")
+	assert.Equal(t, []string{"modified f2", "modified f3", "synced 4"}, kinds(c.step(true, -1)))
+	assert.Equal(t, want(t, svc, c.q), c.fleets)
+
+	// Another instance: it cannot know what the client missed.
+	other := w.service(Options{})
+	require.NoError(t, other.Sync(t.Context()))
+	var saw []string
+	err := other.Watch(t.Context(), c.q, c.token, func(e Event) error {
+		saw = append(saw, kinds([]Event{e})...)
+		if e.Kind == Synced {
+			return errStop
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, errStop)
+	assert.Equal(t, []string{"reset", "cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=false",
+		"added f1", "added f2", "added f3", "added f4", "synced 4"}, saw)
+
+	// More than the feed keeps since the client's token.
+	svc.mu.Lock()
+	d := doc("pc", "games", "f1", nil, 5, nil)
+	for range feedSize + 1 {
+		svc.view.feed.record(change{before: d, after: d})
+	}
+	svc.mu.Unlock()
+	events := c.step(false, -1)
+	assert.Equal(t, []string{"reset", "cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=false",
+		"added f1", "added f2", "added f3", "added f4", "synced 4"}, kinds(events))
+}
+
+var errStop = errors.New("stop")
+
+// TestWatchRejectsBadRequests: a token that is not one, or of other
+// filters, and parameters a watch does not take, are named.
+func TestWatchRejectsBadRequests(t *testing.T) {
+	w := newWorld(t)
+	svc := w.service(Options{})
+	never := func(Event) error { t.Fatal("no event for a bad request"); return nil }
+	for _, tc := range []struct{ query, token, param string }{
+		{"", "garbage", "resumeToken"},
+		{"", position{Epoch: 1, Filter: "other"}.token(), "resumeToken"},
+		{"counter=nosuch", "", "counter"},
+	} {
+		err := svc.Watch(t.Context(), parse(t, tc.query), tc.token, never)
+		var e *Error
+		require.ErrorAs(t, err, &e, tc)
+		assert.Equal(t, InvalidArgument, e.Code)
+		assert.Equal(t, tc.param, e.Param)
+	}
+	for _, param := range []string{"orderBy=ready", "pageSize=5", "pageToken=x", "resumeToken=a&resumeToken=b", "nosuch=1"} {
+		v, err := url.ParseQuery(param)
+		require.NoError(t, err)
+		_, _, err = ParseWatch(v)
+		var e *Error
+		require.ErrorAs(t, err, &e, param)
+		assert.Equal(t, InvalidArgument, e.Code)
+	}
+}
+
+// TestWatchesFollowRandomHistories: watches of several filters, stepping
+// at random paces and losing the rest of a step at random, hold after
+// every step exactly what the API answers.
+func TestWatchesFollowRandomHistories(t *testing.T) {
+	for seed := range uint64(30) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			w := newWorld(t)
+			svc := w.service(Options{TombstoneRetention: time.Hour, Resync: 24 * time.Hour})
+			require.NoError(t, svc.Sync(t.Context()))
+			var cs []*watcher
+			for _, q := range []string{"", "selector=platform=pc", "minReady=2", "includeStale=true", "cluster=ps5&cluster=xbox"} {
+				cs = append(cs, newWatcher(t, svc, parse(t, q)))
+			}
+			clusters := []string{"pc", "ps5", "xbox"}
+			for range 200 {
+				c := clusters[rng.IntN(3)]
+				name := fmt.Sprintf("f%d", rng.IntN(6))
+				switch op := rng.IntN(10); {
+				case op < 5:
+					w.put(doc(c, "games", name, map[string]string{"platform": []string{"pc", "ps5"}[rng.IntN(2)]}, rng.Int64N(4), nil))
+				case op < 7:
+					w.remove(c, "games", name)
+				case op < 8:
+					w.heartbeat(c, []time.Duration{0, 2 * DefaultStaleAfter}[rng.IntN(2)])
+				default:
+					w.clk.Add(time.Duration(rng.IntN(40)) * time.Second)
+				}
+				if rng.IntN(3) == 0 {
+					w.settle()
+					require.NoError(t, svc.Sync(t.Context()))
+				}
+				for _, cl := range cs {
+					if rng.IntN(4) != 0 {
+						continue
+					}
+					if rng.IntN(5) == 0 { // a broken connection, then a resume
+						cl.step(false, rng.IntN(8))
+						cl.step(true, -1)
+					} else {
+						cl.step(false, -1)
+					}
+					svc.mu.RLock()
+					expect := map[string]Fleet{}
+					for _, e := range svc.view.sorted {
+						if cl.q.Matches(e.doc, svc.view.clusterAt(past{}, e.doc.Cluster).stale) {
+							expect[e.doc.Cluster+"/"+e.doc.Namespace+"/"+e.doc.Name] = NewFleet(e.doc, svc.view.stale[e.doc.Cluster])
+						}
+					}
+					svc.mu.RUnlock()
+					require.Equal(t, slices.Sorted(maps.Keys(expect)), slices.Sorted(maps.Keys(cl.fleets)), "filter %s", cl.q.Values().Encode())
+					require.Equal(t, expect, cl.fleets)
+				}
+			}
+			for _, cl := range cs {
+				for _, e := range cl.log {
+					require.NotEqual(t, Reset, e.Kind, "the feed held every change: a resume resends nothing")
+				}
+			}
+		})
+	}
+}
+
+// TestWatchRunsUntilItsContextEnds: a watch polls the view while it runs,
+// sends what changes and a heartbeat when idle, ends without error when
+// its context ends, and then nothing polls.
+func TestWatchRunsUntilItsContextEnds(t *testing.T) {
+	w := newWorld(t)
+	svc := w.service(Options{WatchPoll: time.Millisecond, Heartbeat: 50 * time.Millisecond})
+	w.put(doc("pc", "games", "a", nil, 1, nil))
+	ctx, cancel := context.WithCancel(t.Context())
+	events := make(chan Event, 100)
+	done := make(chan error)
+	go func() { done <- svc.Watch(ctx, NewQuery(), "", func(e Event) error { events <- e; return nil }) }()
+	next := func(kind EventKind) Event {
+		for {
+			select {
+			case e := <-events:
+				if e.Kind == kind {
+					return e
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no %s event", kind)
+			}
+		}
+	}
+	assert.Equal(t, 1, next(Synced).FleetCount)
+	w.put(doc("pc", "games", "b", nil, 1, nil)) // no request syncs: the polling does
+	assert.Equal(t, "b", next(Added).Fleet.Name)
+	hb := next(Heartbeat)
+	assert.Equal(t, w.clk.Now(), hb.Time)
+	cancel()
+	require.NoError(t, <-done)
+	svc.syncMu.Lock()
+	assert.Zero(t, svc.watches)
+	svc.syncMu.Unlock()
+
+	// A failed send ends the watch with its error.
+	err := svc.Watch(t.Context(), NewQuery(), hb.ResumeToken, func(Event) error { return errStop })
+	require.ErrorIs(t, err, errStop)
+}
