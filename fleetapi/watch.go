@@ -42,11 +42,11 @@ const (
 	// Synced ends the initial set, or the changes missed before a
 	// resume: the client now holds the whole set.
 	Synced EventKind = "synced"
-	// Reset: forget every fleet held; the whole set follows, then
-	// Synced. Sent when a resume token cannot be used (another
+	// Restart: the watch starts over. Forget every fleet held; the
+	// whole set follows, then Synced. Sent when a resume token cannot be used (another
 	// instance's, or older than the changes the instance keeps), or
 	// when the client fell more than 65 536 changes behind.
-	Reset EventKind = "reset"
+	Restart EventKind = "restart"
 	// Heartbeat is sent every Options.Heartbeat: a client that hears
 	// nothing for longer knows the stream is dead.
 	Heartbeat EventKind = "heartbeat"
@@ -141,7 +141,7 @@ func watchFilter(q Query) (Query, string) {
 // until ctx ends or send fails: send's error is returned, and nil when
 // ctx ends. With the resumeToken of an event it had, a client receives
 // exactly the events that followed it, then Synced; with a token this
-// instance cannot use, Reset and the whole set. Errors before the first
+// instance cannot use, Restart and the whole set. Errors before the first
 // event are *Error: a bad token or filter (InvalidArgument), or a store
 // that cannot be read (Unavailable, Internal).
 //
@@ -276,7 +276,7 @@ func (s *Service) step(q Query, pos position, resumed bool) step {
 	if !ok {
 		s.opts.Log.Debug("watch: resending the whole set", "tokenEpoch", pos.Epoch, "epoch", s.epoch)
 		pos = position{Epoch: s.epoch, Filter: pos.Filter, Initial: true, To: now}
-		st.add(pending{kind: Reset}, pos)
+		st.add(pending{kind: Restart}, pos)
 		d = v.diff(q, true, 0, now)
 	}
 	if !pos.steady() {

@@ -78,7 +78,7 @@ func (c *watcher) apply(e Event) {
 	case Removed:
 		require.Contains(c.t, c.fleets, id, "removed unheld")
 		delete(c.fleets, id)
-	case Reset:
+	case Restart:
 		clear(c.fleets)
 		clear(c.clusters)
 	case ClusterChanged:
@@ -220,7 +220,7 @@ func TestASlowWatchGetsTheNewestState(t *testing.T) {
 // TestAWatchResumesExactly: a client that resumes with the token of the
 // last event it handled — at the end of a step, in the middle of one, in
 // the initial set — receives exactly the events it did not handle, then
-// Synced; with a token of another Service, or older than the feed, Reset
+// Synced; with a token of another Service, or older than the feed, Restart
 // and the whole set.
 func TestAWatchResumesExactly(t *testing.T) {
 	w := newWorld(t)
@@ -263,7 +263,7 @@ func TestAWatchResumesExactly(t *testing.T) {
 		return nil
 	})
 	require.ErrorIs(t, err, errStop)
-	assert.Equal(t, []string{"reset", "cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=false",
+	assert.Equal(t, []string{"restart", "cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=false",
 		"added f1", "added f2", "added f3", "added f4", "synced 4"}, saw)
 
 	// More than the feed keeps since the client's token.
@@ -274,7 +274,7 @@ func TestAWatchResumesExactly(t *testing.T) {
 	}
 	svc.mu.Unlock()
 	events := c.step(false, -1)
-	assert.Equal(t, []string{"reset", "cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=false",
+	assert.Equal(t, []string{"restart", "cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=false",
 		"added f1", "added f2", "added f3", "added f4", "synced 4"}, kinds(events))
 }
 
@@ -363,7 +363,7 @@ func TestWatchesFollowRandomHistories(t *testing.T) {
 			}
 			for _, cl := range cs {
 				for _, e := range cl.log {
-					require.NotEqual(t, Reset, e.Kind, "the feed held every change: a resume resends nothing")
+					require.NotEqual(t, Restart, e.Kind, "the feed held every change: a resume resends nothing")
 				}
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -22,10 +23,11 @@ import (
 // with connect-go: the Connect protocol, gRPC-Web and gRPC, from the same
 // view as the /v1 HTTP API. Its answers are that API's, in protobuf.
 type information struct {
-	fleetcastv1connect.UnimplementedInformationServiceHandler // WatchFleets: the next step of issue 12
-	svc                                                       *fleetapi.Service
-	log                                                       *slog.Logger
+	svc *fleetapi.Service
+	log *slog.Logger
 }
+
+var _ fleetcastv1connect.InformationServiceHandler = (*information)(nil)
 
 // fieldOf names, for each /v1/fleets parameter, the field of an
 // InformRequest that carries it.
@@ -34,13 +36,34 @@ var fieldOf = map[string]string{
 	"minReady": "filter.min_ready", "counter": "filter.counter", "minAvailable": "filter.min_counter_available",
 	"list": "filter.list", "minListAvailable": "filter.min_list_available", "includeStale": "filter.include_stale",
 	"orderBy": "order_by", "pageSize": "page_size", "pageToken": "page_token", "key": "key",
+	"resumeToken": "resume_token",
 }
 
 // informQuery turns an InformRequest into the query /v1/fleets would
 // parse, so that both validate alike.
 func informQuery(req *fleetcastv1.InformRequest) (fleetapi.Query, error) {
+	v := filterValues(req.GetFilter())
+	switch req.GetOrderBy() {
+	case fleetcastv1.OrderBy_ORDER_BY_UNSPECIFIED:
+	case fleetcastv1.OrderBy_ORDER_BY_READY:
+		v.Set("orderBy", fleetapi.OrderByReady)
+	case fleetcastv1.OrderBy_ORDER_BY_AVAILABLE:
+		v.Set("orderBy", fleetapi.OrderByAvailable)
+	default:
+		return fleetapi.Query{}, &fleetapi.Error{Code: fleetapi.InvalidArgument, Param: "orderBy", Message: "not an OrderBy value"}
+	}
+	if req.GetPageSize() != 0 {
+		v.Set("pageSize", strconv.Itoa(int(req.GetPageSize())))
+	}
+	if req.GetPageToken() != "" {
+		v.Set("pageToken", req.GetPageToken())
+	}
+	return fleetapi.ParseQuery(v)
+}
+
+// filterValues returns a FleetFilter as the parameters of /v1/fleets.
+func filterValues(f *fleetcastv1.FleetFilter) url.Values {
 	v := url.Values{}
-	f := req.GetFilter()
 	for _, c := range f.GetClusters() {
 		v.Add("cluster", c)
 	}
@@ -57,18 +80,7 @@ func informQuery(req *fleetcastv1.InformRequest) (fleetapi.Query, error) {
 	set("list", f.GetList(), f.GetList() != "")
 	set("minListAvailable", strconv.FormatInt(f.GetMinListAvailable(), 10), f.GetMinListAvailable() != 0)
 	set("includeStale", "true", f.GetIncludeStale())
-	switch req.GetOrderBy() {
-	case fleetcastv1.OrderBy_ORDER_BY_UNSPECIFIED:
-	case fleetcastv1.OrderBy_ORDER_BY_READY:
-		v.Set("orderBy", fleetapi.OrderByReady)
-	case fleetcastv1.OrderBy_ORDER_BY_AVAILABLE:
-		v.Set("orderBy", fleetapi.OrderByAvailable)
-	default:
-		return fleetapi.Query{}, &fleetapi.Error{Code: fleetapi.InvalidArgument, Param: "orderBy", Message: "not an OrderBy value"}
-	}
-	set("pageSize", strconv.Itoa(int(req.GetPageSize())), req.GetPageSize() != 0)
-	set("pageToken", req.GetPageToken(), req.GetPageToken() != "")
-	return fleetapi.ParseQuery(v)
+	return v
 }
 
 // fail maps the read model's errors to Connect codes, logging faults as
@@ -105,6 +117,73 @@ func (s *information) Inform(ctx context.Context, req *connect.Request[fleetcast
 		out.FleetInformation = append(out.FleetInformation, fleetInformation(f))
 	}
 	return connect.NewResponse(out), nil
+}
+
+// WatchFleets streams the matching fleets, then their changes, as
+// /v1/watch. A stream ends with UNAVAILABLE shortly before the function's
+// timeout, which clients answer by resuming.
+func (s *information) WatchFleets(ctx context.Context, req *connect.Request[fleetcastv1.WatchFleetsRequest], stream *connect.ServerStream[fleetcastv1.WatchFleetsResponse]) error {
+	v := filterValues(req.Msg.GetFilter())
+	if t := req.Msg.GetResumeToken(); t != "" {
+		v.Set("resumeToken", t)
+	}
+	q, token, err := fleetapi.ParseWatch(v)
+	if err != nil {
+		return s.fail(ctx, req.Spec().Procedure, err)
+	}
+	ctx, stop := streamContext(ctx)
+	defer stop()
+	err = s.svc.Watch(ctx, q, token, func(e fleetapi.Event) error { return stream.Send(watchResponse(e)) })
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil // the client went away while a message was sent
+	case err != nil:
+		return s.fail(ctx, req.Spec().Procedure, err)
+	case context.Cause(ctx) == errStreamDeadline:
+		return connect.NewError(connect.CodeUnavailable, errStreamDeadline)
+	}
+	return nil
+}
+
+func watchResponse(e fleetapi.Event) *fleetcastv1.WatchFleetsResponse {
+	out := &fleetcastv1.WatchFleetsResponse{ResumeToken: e.ResumeToken}
+	change := func(t fleetcastv1.ChangeType) {
+		out.Event = &fleetcastv1.WatchFleetsResponse_Fleet{Fleet: &fleetcastv1.FleetChange{Type: t, Fleet: fleetInformation(e.Fleet)}}
+	}
+	switch e.Kind {
+	case fleetapi.Added:
+		change(fleetcastv1.ChangeType_CHANGE_TYPE_ADDED)
+	case fleetapi.Modified:
+		change(fleetcastv1.ChangeType_CHANGE_TYPE_MODIFIED)
+	case fleetapi.Removed:
+		change(fleetcastv1.ChangeType_CHANGE_TYPE_REMOVED)
+	case fleetapi.ClusterChanged:
+		out.Event = &fleetcastv1.WatchFleetsResponse_Cluster{Cluster: &fleetcastv1.ClusterChange{Cluster: cluster(e.Cluster)}}
+	case fleetapi.Synced:
+		out.Event = &fleetcastv1.WatchFleetsResponse_Synced{Synced: &fleetcastv1.Synced{FleetCount: int32(e.FleetCount)}}
+	case fleetapi.Restart:
+		out.Event = &fleetcastv1.WatchFleetsResponse_Restart{Restart: &fleetcastv1.Restart{}}
+	case fleetapi.Heartbeat:
+		out.Event = &fleetcastv1.WatchFleetsResponse_Heartbeat{Heartbeat: &fleetcastv1.Heartbeat{Time: timestamppb.New(e.Time)}}
+	}
+	return out
+}
+
+// errStreamDeadline ends a stream before the platform's request timeout
+// cuts it, so that the client learns why and resumes.
+var errStreamDeadline = errors.New("the stream reached the function's timeout; resume with the last resume token")
+
+// streamMargin is how long before the request's deadline a stream ends.
+const streamMargin = 2 * time.Second
+
+// streamContext ends streamMargin before ctx's deadline (the Functions
+// Framework's, from Cloud Run's timeout), with errStreamDeadline.
+func streamContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadlineCause(ctx, d.Add(-streamMargin), errStreamDeadline)
 }
 
 // ListClusters answers every cluster, as /v1/clusters.

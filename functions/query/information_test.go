@@ -33,6 +33,13 @@ import (
 // fleets.
 func server(t *testing.T) *httptest.Server {
 	t.Helper()
+	srv, _ := serverOver(t)
+	return srv
+}
+
+// serverOver is server, and its store; watches poll it every 5 ms.
+func serverOver(t *testing.T) (*httptest.Server, *fleetapitest.Memory) {
+	t.Helper()
 	now := time.Now()
 	mem := fleetapitest.NewMemory(time.Now)
 	seq := int64(0)
@@ -55,13 +62,14 @@ func server(t *testing.T) *httptest.Server {
 		}
 	}
 	log := logging.New(io.Discard, logging.LevelWarning)
-	srv := httptest.NewUnstartedServer(query.NewHandler(fleetapi.NewService(mem, fleetapi.Options{MaxStaleness: -1, Log: log}), log))
+	opts := fleetapi.Options{MaxStaleness: -1, WatchPoll: 5 * time.Millisecond, ClusterRefresh: -1, Log: log}
+	srv := httptest.NewUnstartedServer(query.NewHandler(fleetapi.NewService(mem, opts), log))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, mem
 }
 
 // clients are the generated client over each protocol connect-go speaks.

@@ -39,6 +39,7 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger) *Handler {
 	h.mux.HandleFunc("/v1/clusters", h.get(listClusters))
 	h.mux.HandleFunc("/v1/clusters/{cluster}", h.get(getCluster))
 	h.mux.HandleFunc("/v1/labels/{key...}", h.get(labelValues))
+	h.mux.HandleFunc("/v1/watch", h.watch)
 	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC.
 	h.mux.Handle(fleetcastv1connect.NewInformationServiceHandler(&information{svc: svc, log: log}))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -271,7 +272,8 @@ type Config struct {
 }
 
 // ConfigFromEnv reads STALE_AFTER, MAX_STALENESS (0: every answer waits
-// for a sync), CLUSTER_REFRESH, COMMIT_LAG and LOG_LEVEL.
+// for a sync), CLUSTER_REFRESH, COMMIT_LAG, WATCH_POLL, HEARTBEAT and
+// LOG_LEVEL.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	var err error
@@ -287,6 +289,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	if c.View.CommitLag, err = fnruntime.Duration(getenv, "COMMIT_LAG", fleetapi.DefaultCommitLag); err != nil {
+		return Config{}, err
+	}
+	if c.View.WatchPoll, err = fnruntime.Duration(getenv, "WATCH_POLL", fleetapi.DefaultWatchPoll); err != nil {
+		return Config{}, err
+	}
+	if c.View.Heartbeat, err = fnruntime.Duration(getenv, "HEARTBEAT", fleetapi.DefaultHeartbeat); err != nil {
 		return Config{}, err
 	}
 	if c.LogLevel, err = logging.ParseLevel(getenv("LOG_LEVEL")); err != nil {

@@ -883,11 +883,16 @@ func (x *WatchFleetsRequest) GetResumeToken() string {
 }
 
 // WatchFleetsResponse is one message of a watch: a fleet or cluster
-// change, the end of the initial set, or a heartbeat.
+// change, the end of the initial set, a reset, or a heartbeat. A watch
+// begins with a ClusterChange for every cluster, an ADDED FleetChange for
+// every matching fleet, then Synced; then it sends each change as it
+// reaches the instance's view. Changes a client has not read yet are
+// coalesced: it receives each fleet's newest state, never a backlog.
 type WatchFleetsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Send it as WatchFleetsRequest.resume_token to continue after this
-	// message.
+	// message. A token resumes exactly on the instance that issued it;
+	// another instance answers Restart and the whole set.
 	ResumeToken string `protobuf:"bytes,1,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
 	// Types that are valid to be assigned to Event:
 	//
@@ -895,6 +900,7 @@ type WatchFleetsResponse struct {
 	//	*WatchFleetsResponse_Cluster
 	//	*WatchFleetsResponse_Synced
 	//	*WatchFleetsResponse_Heartbeat
+	//	*WatchFleetsResponse_Restart
 	Event         isWatchFleetsResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -980,6 +986,15 @@ func (x *WatchFleetsResponse) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *WatchFleetsResponse) GetRestart() *Restart {
+	if x != nil {
+		if x, ok := x.Event.(*WatchFleetsResponse_Restart); ok {
+			return x.Restart
+		}
+	}
+	return nil
+}
+
 type isWatchFleetsResponse_Event interface {
 	isWatchFleetsResponse_Event()
 }
@@ -1000,6 +1015,10 @@ type WatchFleetsResponse_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,5,opt,name=heartbeat,proto3,oneof"`
 }
 
+type WatchFleetsResponse_Restart struct {
+	Restart *Restart `protobuf:"bytes,6,opt,name=restart,proto3,oneof"`
+}
+
 func (*WatchFleetsResponse_Fleet) isWatchFleetsResponse_Event() {}
 
 func (*WatchFleetsResponse_Cluster) isWatchFleetsResponse_Event() {}
@@ -1007,6 +1026,8 @@ func (*WatchFleetsResponse_Cluster) isWatchFleetsResponse_Event() {}
 func (*WatchFleetsResponse_Synced) isWatchFleetsResponse_Event() {}
 
 func (*WatchFleetsResponse_Heartbeat) isWatchFleetsResponse_Event() {}
+
+func (*WatchFleetsResponse_Restart) isWatchFleetsResponse_Event() {}
 
 // FleetChange is a fleet entering, changing in or leaving the watched set.
 type FleetChange struct {
@@ -1106,10 +1127,12 @@ func (x *ClusterChange) GetCluster() *Cluster {
 	return nil
 }
 
-// Synced ends the initial set, or the changes missed before a resume.
+// Synced ends the initial set, or the changes missed before a resume:
+// the client holds the whole matching set.
 type Synced struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	FleetCount    int32                  `protobuf:"varint,1,opt,name=fleet_count,json=fleetCount,proto3" json:"fleet_count,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fleets in the set.
+	FleetCount    int32 `protobuf:"varint,1,opt,name=fleet_count,json=fleetCount,proto3" json:"fleet_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1151,8 +1174,48 @@ func (x *Synced) GetFleetCount() int32 {
 	return 0
 }
 
-// Heartbeat is sent at a fixed interval, so that a client detects a dead
-// stream.
+// Restart starts the watch over: the client forgets every fleet it holds,
+// and the whole set follows, then Synced. It is sent when a resume token cannot be used (it
+// was issued by another instance, or more changes than the instance keeps
+// happened since), or when the client fell that far behind.
+type Restart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Restart) Reset() {
+	*x = Restart{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Restart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Restart) ProtoMessage() {}
+
+func (x *Restart) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Restart.ProtoReflect.Descriptor instead.
+func (*Restart) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{13}
+}
+
+// Heartbeat is sent at a fixed interval (15 s by default), so that a
+// client detects a dead stream.
 type Heartbeat struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Time          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
@@ -1162,7 +1225,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[13]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1237,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[13]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1250,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{13}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
@@ -1205,7 +1268,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[14]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1280,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[14]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1293,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{14}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{15}
 }
 
 type ListClustersResponse struct {
@@ -1242,7 +1305,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[15]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1317,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[15]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1330,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{15}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListClustersResponse) GetClusters() []*Cluster {
@@ -1296,7 +1359,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[16]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1371,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[16]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1384,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{16}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Cluster) GetClusterName() string {
@@ -1391,7 +1454,7 @@ type Publisher struct {
 
 func (x *Publisher) Reset() {
 	*x = Publisher{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[17]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1466,7 @@ func (x *Publisher) String() string {
 func (*Publisher) ProtoMessage() {}
 
 func (x *Publisher) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[17]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1479,7 @@ func (x *Publisher) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Publisher.ProtoReflect.Descriptor instead.
 func (*Publisher) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{17}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Publisher) GetId() string {
@@ -1450,7 +1513,7 @@ type FleetTotals struct {
 
 func (x *FleetTotals) Reset() {
 	*x = FleetTotals{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[18]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1525,7 @@ func (x *FleetTotals) String() string {
 func (*FleetTotals) ProtoMessage() {}
 
 func (x *FleetTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[18]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1538,7 @@ func (x *FleetTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FleetTotals.ProtoReflect.Descriptor instead.
 func (*FleetTotals) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{18}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FleetTotals) GetReplicas() int64 {
@@ -1545,7 +1608,7 @@ type LabelValuesRequest struct {
 
 func (x *LabelValuesRequest) Reset() {
 	*x = LabelValuesRequest{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[19]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1620,7 @@ func (x *LabelValuesRequest) String() string {
 func (*LabelValuesRequest) ProtoMessage() {}
 
 func (x *LabelValuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[19]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1633,7 @@ func (x *LabelValuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelValuesRequest.ProtoReflect.Descriptor instead.
 func (*LabelValuesRequest) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{19}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LabelValuesRequest) GetKey() string {
@@ -1598,7 +1661,7 @@ type LabelValuesResponse struct {
 
 func (x *LabelValuesResponse) Reset() {
 	*x = LabelValuesResponse{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[20]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1673,7 @@ func (x *LabelValuesResponse) String() string {
 func (*LabelValuesResponse) ProtoMessage() {}
 
 func (x *LabelValuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[20]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1686,7 @@ func (x *LabelValuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelValuesResponse.ProtoReflect.Descriptor instead.
 func (*LabelValuesResponse) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{20}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LabelValuesResponse) GetKey() string {
@@ -1654,7 +1717,7 @@ type LabelValue struct {
 
 func (x *LabelValue) Reset() {
 	*x = LabelValue{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[21]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +1729,7 @@ func (x *LabelValue) String() string {
 func (*LabelValue) ProtoMessage() {}
 
 func (x *LabelValue) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[21]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +1742,7 @@ func (x *LabelValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelValue.ProtoReflect.Descriptor instead.
 func (*LabelValue) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{21}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LabelValue) GetValue() string {
@@ -1797,13 +1860,14 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\"j\n" +
 	"\x12WatchFleetsRequest\x121\n" +
 	"\x06filter\x18\x01 \x01(\v2\x19.fleetcast.v1.FleetFilterR\x06filter\x12!\n" +
-	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\x96\x02\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xc9\x02\n" +
 	"\x13WatchFleetsResponse\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x121\n" +
 	"\x05fleet\x18\x02 \x01(\v2\x19.fleetcast.v1.FleetChangeH\x00R\x05fleet\x127\n" +
 	"\acluster\x18\x03 \x01(\v2\x1b.fleetcast.v1.ClusterChangeH\x00R\acluster\x12.\n" +
 	"\x06synced\x18\x04 \x01(\v2\x14.fleetcast.v1.SyncedH\x00R\x06synced\x127\n" +
-	"\theartbeat\x18\x05 \x01(\v2\x17.fleetcast.v1.HeartbeatH\x00R\theartbeatB\a\n" +
+	"\theartbeat\x18\x05 \x01(\v2\x17.fleetcast.v1.HeartbeatH\x00R\theartbeat\x121\n" +
+	"\arestart\x18\x06 \x01(\v2\x15.fleetcast.v1.RestartH\x00R\arestartB\a\n" +
 	"\x05event\"q\n" +
 	"\vFleetChange\x12,\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x18.fleetcast.v1.ChangeTypeR\x04type\x124\n" +
@@ -1812,7 +1876,8 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\acluster\x18\x01 \x01(\v2\x15.fleetcast.v1.ClusterR\acluster\")\n" +
 	"\x06Synced\x12\x1f\n" +
 	"\vfleet_count\x18\x01 \x01(\x05R\n" +
-	"fleetCount\";\n" +
+	"fleetCount\"\t\n" +
+	"\aRestart\";\n" +
 	"\tHeartbeat\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x15\n" +
 	"\x13ListClustersRequest\"I\n" +
@@ -1889,7 +1954,7 @@ func file_fleetcast_v1_information_proto_rawDescGZIP() []byte {
 }
 
 var file_fleetcast_v1_information_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fleetcast_v1_information_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_fleetcast_v1_information_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_fleetcast_v1_information_proto_goTypes = []any{
 	(OrderBy)(0),                  // 0: fleetcast.v1.OrderBy
 	(ChangeType)(0),               // 1: fleetcast.v1.ChangeType
@@ -1906,21 +1971,22 @@ var file_fleetcast_v1_information_proto_goTypes = []any{
 	(*FleetChange)(nil),           // 12: fleetcast.v1.FleetChange
 	(*ClusterChange)(nil),         // 13: fleetcast.v1.ClusterChange
 	(*Synced)(nil),                // 14: fleetcast.v1.Synced
-	(*Heartbeat)(nil),             // 15: fleetcast.v1.Heartbeat
-	(*ListClustersRequest)(nil),   // 16: fleetcast.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),  // 17: fleetcast.v1.ListClustersResponse
-	(*Cluster)(nil),               // 18: fleetcast.v1.Cluster
-	(*Publisher)(nil),             // 19: fleetcast.v1.Publisher
-	(*FleetTotals)(nil),           // 20: fleetcast.v1.FleetTotals
-	(*LabelValuesRequest)(nil),    // 21: fleetcast.v1.LabelValuesRequest
-	(*LabelValuesResponse)(nil),   // 22: fleetcast.v1.LabelValuesResponse
-	(*LabelValue)(nil),            // 23: fleetcast.v1.LabelValue
-	nil,                           // 24: fleetcast.v1.FleetInformation.CountersEntry
-	nil,                           // 25: fleetcast.v1.FleetInformation.ListsEntry
-	nil,                           // 26: fleetcast.v1.FleetInformation.AnnotationsEntry
-	nil,                           // 27: fleetcast.v1.FleetTotals.CountersEntry
-	nil,                           // 28: fleetcast.v1.FleetTotals.ListsEntry
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*Restart)(nil),               // 15: fleetcast.v1.Restart
+	(*Heartbeat)(nil),             // 16: fleetcast.v1.Heartbeat
+	(*ListClustersRequest)(nil),   // 17: fleetcast.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),  // 18: fleetcast.v1.ListClustersResponse
+	(*Cluster)(nil),               // 19: fleetcast.v1.Cluster
+	(*Publisher)(nil),             // 20: fleetcast.v1.Publisher
+	(*FleetTotals)(nil),           // 21: fleetcast.v1.FleetTotals
+	(*LabelValuesRequest)(nil),    // 22: fleetcast.v1.LabelValuesRequest
+	(*LabelValuesResponse)(nil),   // 23: fleetcast.v1.LabelValuesResponse
+	(*LabelValue)(nil),            // 24: fleetcast.v1.LabelValue
+	nil,                           // 25: fleetcast.v1.FleetInformation.CountersEntry
+	nil,                           // 26: fleetcast.v1.FleetInformation.ListsEntry
+	nil,                           // 27: fleetcast.v1.FleetInformation.AnnotationsEntry
+	nil,                           // 28: fleetcast.v1.FleetTotals.CountersEntry
+	nil,                           // 29: fleetcast.v1.FleetTotals.ListsEntry
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
 }
 var file_fleetcast_v1_information_proto_depIdxs = []int32{
 	2,  // 0: fleetcast.v1.InformRequest.filter:type_name -> fleetcast.v1.FleetFilter
@@ -1928,46 +1994,47 @@ var file_fleetcast_v1_information_proto_depIdxs = []int32{
 	6,  // 2: fleetcast.v1.InformResponse.fleet_information:type_name -> fleetcast.v1.FleetInformation
 	5,  // 3: fleetcast.v1.FleetInformation.labels:type_name -> fleetcast.v1.Label
 	7,  // 4: fleetcast.v1.FleetInformation.players:type_name -> fleetcast.v1.Capacity
-	24, // 5: fleetcast.v1.FleetInformation.counters:type_name -> fleetcast.v1.FleetInformation.CountersEntry
-	25, // 6: fleetcast.v1.FleetInformation.lists:type_name -> fleetcast.v1.FleetInformation.ListsEntry
-	29, // 7: fleetcast.v1.FleetInformation.observed_time:type_name -> google.protobuf.Timestamp
+	25, // 5: fleetcast.v1.FleetInformation.counters:type_name -> fleetcast.v1.FleetInformation.CountersEntry
+	26, // 6: fleetcast.v1.FleetInformation.lists:type_name -> fleetcast.v1.FleetInformation.ListsEntry
+	30, // 7: fleetcast.v1.FleetInformation.observed_time:type_name -> google.protobuf.Timestamp
 	9,  // 8: fleetcast.v1.FleetInformation.version:type_name -> fleetcast.v1.Version
-	26, // 9: fleetcast.v1.FleetInformation.annotations:type_name -> fleetcast.v1.FleetInformation.AnnotationsEntry
+	27, // 9: fleetcast.v1.FleetInformation.annotations:type_name -> fleetcast.v1.FleetInformation.AnnotationsEntry
 	2,  // 10: fleetcast.v1.WatchFleetsRequest.filter:type_name -> fleetcast.v1.FleetFilter
 	12, // 11: fleetcast.v1.WatchFleetsResponse.fleet:type_name -> fleetcast.v1.FleetChange
 	13, // 12: fleetcast.v1.WatchFleetsResponse.cluster:type_name -> fleetcast.v1.ClusterChange
 	14, // 13: fleetcast.v1.WatchFleetsResponse.synced:type_name -> fleetcast.v1.Synced
-	15, // 14: fleetcast.v1.WatchFleetsResponse.heartbeat:type_name -> fleetcast.v1.Heartbeat
-	1,  // 15: fleetcast.v1.FleetChange.type:type_name -> fleetcast.v1.ChangeType
-	6,  // 16: fleetcast.v1.FleetChange.fleet:type_name -> fleetcast.v1.FleetInformation
-	18, // 17: fleetcast.v1.ClusterChange.cluster:type_name -> fleetcast.v1.Cluster
-	29, // 18: fleetcast.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	18, // 19: fleetcast.v1.ListClustersResponse.clusters:type_name -> fleetcast.v1.Cluster
-	5,  // 20: fleetcast.v1.Cluster.labels:type_name -> fleetcast.v1.Label
-	19, // 21: fleetcast.v1.Cluster.publisher:type_name -> fleetcast.v1.Publisher
-	29, // 22: fleetcast.v1.Cluster.heartbeat_time:type_name -> google.protobuf.Timestamp
-	20, // 23: fleetcast.v1.Cluster.totals:type_name -> fleetcast.v1.FleetTotals
-	7,  // 24: fleetcast.v1.FleetTotals.players:type_name -> fleetcast.v1.Capacity
-	27, // 25: fleetcast.v1.FleetTotals.counters:type_name -> fleetcast.v1.FleetTotals.CountersEntry
-	28, // 26: fleetcast.v1.FleetTotals.lists:type_name -> fleetcast.v1.FleetTotals.ListsEntry
-	23, // 27: fleetcast.v1.LabelValuesResponse.values:type_name -> fleetcast.v1.LabelValue
-	8,  // 28: fleetcast.v1.FleetInformation.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
-	8,  // 29: fleetcast.v1.FleetInformation.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
-	8,  // 30: fleetcast.v1.FleetTotals.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
-	8,  // 31: fleetcast.v1.FleetTotals.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
-	3,  // 32: fleetcast.v1.InformationService.Inform:input_type -> fleetcast.v1.InformRequest
-	10, // 33: fleetcast.v1.InformationService.WatchFleets:input_type -> fleetcast.v1.WatchFleetsRequest
-	16, // 34: fleetcast.v1.InformationService.ListClusters:input_type -> fleetcast.v1.ListClustersRequest
-	21, // 35: fleetcast.v1.InformationService.LabelValues:input_type -> fleetcast.v1.LabelValuesRequest
-	4,  // 36: fleetcast.v1.InformationService.Inform:output_type -> fleetcast.v1.InformResponse
-	11, // 37: fleetcast.v1.InformationService.WatchFleets:output_type -> fleetcast.v1.WatchFleetsResponse
-	17, // 38: fleetcast.v1.InformationService.ListClusters:output_type -> fleetcast.v1.ListClustersResponse
-	22, // 39: fleetcast.v1.InformationService.LabelValues:output_type -> fleetcast.v1.LabelValuesResponse
-	36, // [36:40] is the sub-list for method output_type
-	32, // [32:36] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	16, // 14: fleetcast.v1.WatchFleetsResponse.heartbeat:type_name -> fleetcast.v1.Heartbeat
+	15, // 15: fleetcast.v1.WatchFleetsResponse.restart:type_name -> fleetcast.v1.Restart
+	1,  // 16: fleetcast.v1.FleetChange.type:type_name -> fleetcast.v1.ChangeType
+	6,  // 17: fleetcast.v1.FleetChange.fleet:type_name -> fleetcast.v1.FleetInformation
+	19, // 18: fleetcast.v1.ClusterChange.cluster:type_name -> fleetcast.v1.Cluster
+	30, // 19: fleetcast.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	19, // 20: fleetcast.v1.ListClustersResponse.clusters:type_name -> fleetcast.v1.Cluster
+	5,  // 21: fleetcast.v1.Cluster.labels:type_name -> fleetcast.v1.Label
+	20, // 22: fleetcast.v1.Cluster.publisher:type_name -> fleetcast.v1.Publisher
+	30, // 23: fleetcast.v1.Cluster.heartbeat_time:type_name -> google.protobuf.Timestamp
+	21, // 24: fleetcast.v1.Cluster.totals:type_name -> fleetcast.v1.FleetTotals
+	7,  // 25: fleetcast.v1.FleetTotals.players:type_name -> fleetcast.v1.Capacity
+	28, // 26: fleetcast.v1.FleetTotals.counters:type_name -> fleetcast.v1.FleetTotals.CountersEntry
+	29, // 27: fleetcast.v1.FleetTotals.lists:type_name -> fleetcast.v1.FleetTotals.ListsEntry
+	24, // 28: fleetcast.v1.LabelValuesResponse.values:type_name -> fleetcast.v1.LabelValue
+	8,  // 29: fleetcast.v1.FleetInformation.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
+	8,  // 30: fleetcast.v1.FleetInformation.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
+	8,  // 31: fleetcast.v1.FleetTotals.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
+	8,  // 32: fleetcast.v1.FleetTotals.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
+	3,  // 33: fleetcast.v1.InformationService.Inform:input_type -> fleetcast.v1.InformRequest
+	10, // 34: fleetcast.v1.InformationService.WatchFleets:input_type -> fleetcast.v1.WatchFleetsRequest
+	17, // 35: fleetcast.v1.InformationService.ListClusters:input_type -> fleetcast.v1.ListClustersRequest
+	22, // 36: fleetcast.v1.InformationService.LabelValues:input_type -> fleetcast.v1.LabelValuesRequest
+	4,  // 37: fleetcast.v1.InformationService.Inform:output_type -> fleetcast.v1.InformResponse
+	11, // 38: fleetcast.v1.InformationService.WatchFleets:output_type -> fleetcast.v1.WatchFleetsResponse
+	18, // 39: fleetcast.v1.InformationService.ListClusters:output_type -> fleetcast.v1.ListClustersResponse
+	23, // 40: fleetcast.v1.InformationService.LabelValues:output_type -> fleetcast.v1.LabelValuesResponse
+	37, // [37:41] is the sub-list for method output_type
+	33, // [33:37] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_fleetcast_v1_information_proto_init() }
@@ -1980,6 +2047,7 @@ func file_fleetcast_v1_information_proto_init() {
 		(*WatchFleetsResponse_Cluster)(nil),
 		(*WatchFleetsResponse_Synced)(nil),
 		(*WatchFleetsResponse_Heartbeat)(nil),
+		(*WatchFleetsResponse_Restart)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1987,7 +2055,7 @@ func file_fleetcast_v1_information_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetcast_v1_information_proto_rawDesc), len(file_fleetcast_v1_information_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,92 @@
+package query
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/fleetcast/fleetcast/fleetapi"
+)
+
+// watch serves GET /v1/watch: the events of fleetapi.Service.Watch as
+// Server-Sent Events, for browsers (EventSource) and curl. Each event's id
+// is its resume token: an EventSource that reconnects sends it back as
+// Last-Event-ID, which takes precedence over the resumeToken parameter.
+// Errors before the first event are the API's error documents; after it,
+// an "error" event ends the stream.
+func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		h.failStatus(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "", fmt.Sprintf("method %s not allowed; use GET", r.Method))
+		return
+	}
+	q, token, err := fleetapi.ParseWatch(r.URL.Query())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		token = id
+	}
+	ctx, stop := streamContext(r.Context())
+	defer stop()
+	rc := http.NewResponseController(w)
+	started := false
+	err = h.svc.Watch(ctx, q, token, func(e fleetapi.Event) error {
+		if !started {
+			hd := w.Header()
+			hd.Set("Content-Type", "text/event-stream")
+			hd.Set("Cache-Control", "no-store")
+			hd.Set("X-Accel-Buffering", "no") // proxies: do not buffer the stream
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		if err := writeEvent(w, e.ResumeToken, string(e.Kind), sseData(e)); err != nil {
+			return err
+		}
+		return rc.Flush()
+	})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The client went away while an event was written.
+	case err != nil && !started:
+		h.fail(w, r, err)
+	case err != nil:
+		e := logFault(ctx, h.log, r.URL.Path, err)
+		_ = writeEvent(w, "", "error", map[string]any{"code": httpStatus[e.Code], "status": e.Code, "message": e.Message})
+	case context.Cause(ctx) == errStreamDeadline:
+		_ = writeEvent(w, "", "error", map[string]any{"code": http.StatusServiceUnavailable, "status": fleetapi.Unavailable,
+			"message": errStreamDeadline.Error()})
+	}
+}
+
+// sseData is an event's data: the /v1 shape of what it carries.
+func sseData(e fleetapi.Event) any {
+	switch e.Kind {
+	case fleetapi.Added, fleetapi.Modified, fleetapi.Removed:
+		return e.Fleet
+	case fleetapi.ClusterChanged:
+		return e.Cluster
+	case fleetapi.Synced:
+		return map[string]int{"fleetCount": e.FleetCount}
+	case fleetapi.Heartbeat:
+		return map[string]time.Time{"time": e.Time}
+	}
+	return struct{}{}
+}
+
+func writeEvent(w http.ResponseWriter, id, kind string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		if _, err := fmt.Fprintf(w, "id: %s\n", id); err != nil {
+			return err
+		}
+	}
+	_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", kind, b)
+	return err
+}
