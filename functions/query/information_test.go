@@ -25,6 +25,7 @@ import (
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/internal/syncbuf"
+	"github.com/fleetcast/fleetcast/internal/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -74,17 +75,7 @@ func serverOver(t *testing.T) (*httptest.Server, *fleetapitest.Memory) {
 
 // clients are the generated client over each protocol connect-go speaks.
 func clients(srv *httptest.Server) map[string]fleetcastv1connect.InformationServiceClient {
-	h2c := &http.Client{Transport: &http.Transport{Protocols: func() *http.Protocols {
-		p := new(http.Protocols)
-		p.SetUnencryptedHTTP2(true)
-		return p
-	}()}}
-	return map[string]fleetcastv1connect.InformationServiceClient{
-		"connect":      fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, srv.URL),
-		"connect-json": fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, srv.URL, connect.WithProtoJSON()),
-		"grpc-web":     fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, srv.URL, connect.WithGRPCWeb()),
-		"grpc (h2c)":   fleetcastv1connect.NewInformationServiceClient(h2c, srv.URL, connect.WithGRPC()),
-	}
+	return watchtest.Clients(srv.URL)
 }
 
 func getList(t *testing.T, url string) fleetapi.FleetList {

@@ -1,11 +1,9 @@
 package query_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,167 +22,9 @@ import (
 	"github.com/fleetcast/fleetcast/functions/query"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
+	"github.com/fleetcast/fleetcast/internal/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 )
-
-// event is a watch event as a test reads it off any protocol.
-type event struct {
-	kind  string // added, modified, removed, cluster, synced, restart, heartbeat
-	name  string // cluster/fleet, or cluster
-	ready int64
-	stale bool
-	count int
-	token string
-}
-
-func (e event) String() string {
-	switch e.kind {
-	case "synced":
-		return fmt.Sprintf("synced %d", e.count)
-	case "cluster":
-		return fmt.Sprintf("cluster %s stale=%t", e.name, e.stale)
-	case "added", "modified", "removed":
-		return e.kind + " " + e.name
-	}
-	return e.kind
-}
-
-// stream is one open watch: next returns its next event other than a
-// heartbeat.
-type stream struct {
-	next  func(t *testing.T) event
-	close func()
-}
-
-// opener opens a watch over one protocol: filter and resume token as
-// /v1/watch parameters.
-type opener func(t *testing.T, params url.Values) stream
-
-func openers(srvURL string, clients map[string]fleetcastv1connect.InformationServiceClient) map[string]opener {
-	out := map[string]opener{"sse": func(t *testing.T, params url.Values) stream { return openSSE(t, srvURL, params) }}
-	for name, c := range clients {
-		out[name] = func(t *testing.T, params url.Values) stream { return openRPC(t, c, params) }
-	}
-	return out
-}
-
-func openRPC(t *testing.T, c fleetcastv1connect.InformationServiceClient, params url.Values) stream {
-	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	req := &fleetcastv1.WatchFleetsRequest{Filter: &fleetcastv1.FleetFilter{Clusters: params["cluster"], Selector: params.Get("selector"),
-		IncludeStale: params.Get("includeStale") == "true"}, ResumeToken: params.Get("resumeToken")}
-	st, err := c.WatchFleets(ctx, connect.NewRequest(req))
-	require.NoError(t, err)
-	return stream{close: cancel, next: func(t *testing.T) event {
-		t.Helper()
-		for {
-			require.True(t, st.Receive(), "stream ended: %v", st.Err())
-			m := st.Msg()
-			e := event{token: m.GetResumeToken()}
-			switch ev := m.GetEvent().(type) {
-			case *fleetcastv1.WatchFleetsResponse_Fleet:
-				f := ev.Fleet.GetFleet()
-				e.kind = strings.ToLower(strings.TrimPrefix(ev.Fleet.GetType().String(), "CHANGE_TYPE_"))
-				e.name, e.ready, e.stale = f.GetClusterName()+"/"+f.GetFleetName(), f.GetReadyGameservers(), f.GetStale()
-			case *fleetcastv1.WatchFleetsResponse_Cluster:
-				e.kind, e.name, e.stale = "cluster", ev.Cluster.GetCluster().GetClusterName(), ev.Cluster.GetCluster().GetStale()
-			case *fleetcastv1.WatchFleetsResponse_Synced:
-				e.kind, e.count = "synced", int(ev.Synced.GetFleetCount())
-			case *fleetcastv1.WatchFleetsResponse_Restart:
-				e.kind = "restart"
-			case *fleetcastv1.WatchFleetsResponse_Heartbeat:
-				continue
-			default:
-				t.Fatalf("unknown event %v", m)
-			}
-			return e
-		}
-	}}
-}
-
-// openSSE reads GET /v1/watch as a browser's EventSource does.
-func openSSE(t *testing.T, srvURL string, params url.Values) stream {
-	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	token := params.Get("resumeToken")
-	params = cloneWithout(params, "resumeToken")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srvURL+"/v1/watch?"+params.Encode(), nil)
-	require.NoError(t, err)
-	req.Header.Set("Accept", "text/event-stream")
-	if token != "" {
-		req.Header.Set("Last-Event-ID", token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	return stream{close: func() { cancel(); resp.Body.Close() }, next: func(t *testing.T) event {
-		t.Helper()
-		for {
-			var id, kind, data string
-			for sc.Scan() && sc.Text() != "" {
-				field, value, _ := strings.Cut(sc.Text(), ": ")
-				switch field {
-				case "id":
-					id = value
-				case "event":
-					kind = value
-				case "data":
-					data = value
-				}
-			}
-			require.NoError(t, sc.Err())
-			require.NotEmpty(t, kind, "stream ended")
-			e := event{kind: kind, token: id}
-			switch kind {
-			case "heartbeat":
-				continue
-			case "added", "modified", "removed":
-				var f fleetapi.Fleet
-				require.NoError(t, json.Unmarshal([]byte(data), &f))
-				e.name, e.ready, e.stale = f.Cluster+"/"+f.Name, f.ReadyReplicas, f.Stale
-			case "cluster":
-				var c fleetapi.Cluster
-				require.NoError(t, json.Unmarshal([]byte(data), &c))
-				e.name, e.stale = c.Cluster, c.Stale
-			case "synced":
-				var s struct{ FleetCount int }
-				require.NoError(t, json.Unmarshal([]byte(data), &s))
-				e.count = s.FleetCount
-			}
-			return e
-		}
-	}}
-}
-
-func cloneWithout(v url.Values, name string) url.Values {
-	out := url.Values{}
-	for k, vals := range v {
-		if k != name {
-			out[k] = vals
-		}
-	}
-	return out
-}
-
-func (s stream) take(t *testing.T, n int) []event {
-	t.Helper()
-	out := make([]event, 0, n)
-	for range n {
-		out = append(out, s.next(t))
-	}
-	return out
-}
-
-func strs(events []event) []string {
-	out := make([]string, 0, len(events))
-	for _, e := range events {
-		out = append(out, e.String())
-	}
-	return out
-}
 
 // put writes a fleet of the test server's store at a new version.
 func put(mem *fleetapitest.Memory, seq int64, cluster, name string, ready int64) {
@@ -200,33 +40,32 @@ func put(mem *fleetapitest.Memory, seq int64, cluster, name string, ready int64)
 // with the token of the last event it handled gets exactly what it
 // missed.
 func TestWatchFleetsOverEveryProtocol(t *testing.T) {
-	for _, name := range []string{"sse", "connect", "connect-json", "grpc-web", "grpc (h2c)"} {
+	for _, name := range watchtest.Protocols {
 		t.Run(name, func(t *testing.T) {
 			srv, mem := serverOver(t)
-			open := openers(srv.URL, clients(srv))[name]
-			w := open(t, url.Values{"selector": {"platform in (pc,ps5)"}})
+			w := watchtest.Open(t, srv.URL, name, url.Values{"selector": {"platform in (pc,ps5)"}})
 			assert.Equal(t, []string{"cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=true",
 				"added pc/f0", "added pc/f1", "added pc/f2", "added pc/f3",
-				"added ps5/f0", "added ps5/f1", "added ps5/f2", "added ps5/f3", "synced 8"}, strs(w.take(t, 12)))
+				"added ps5/f0", "added ps5/f1", "added ps5/f2", "added ps5/f3", "synced 8"}, watchtest.Strings(w.Take(t, 12)))
 
 			put(mem, 100, "pc", "f1", 7)
-			e := w.next(t)
+			e := w.Next(t)
 			assert.Equal(t, "modified pc/f1", e.String())
-			assert.EqualValues(t, 7, e.ready)
+			assert.EqualValues(t, 7, e.Ready)
 
 			mem.PutFleet(*fleet.Tombstone(fleet.Key{Cluster: "pc", Namespace: "games", Name: "f2"}, fleet.Version{Term: 2, Seq: 101},
 				fleet.Publisher{ID: "p"}, time.Now(), time.Now(), time.Hour))
-			assert.Equal(t, "removed pc/f2", w.next(t).String())
+			assert.Equal(t, "removed pc/f2", w.Next(t).String())
 
 			// ps5's heartbeat is an hour old: it turns stale, its fleets
 			// leave the set.
 			mem.PutCluster(fleet.ClusterDocument{Cluster: "ps5", Labels: map[string]string{}, SnapshotVersion: fleet.Version{Term: 2, Seq: 102},
 				SnapshotParts: 1, IngestedAt: time.Now().Add(-time.Hour), HeartbeatAt: time.Now().Add(-time.Hour)})
-			events := w.take(t, 5)
-			assert.Equal(t, []string{"cluster ps5 stale=true", "removed ps5/f0", "removed ps5/f1", "removed ps5/f2", "removed ps5/f3"}, strs(events))
-			assert.True(t, events[1].stale)
-			last := events[4].token
-			w.close()
+			events := w.Take(t, 5)
+			assert.Equal(t, []string{"cluster ps5 stale=true", "removed ps5/f0", "removed ps5/f1", "removed ps5/f2", "removed ps5/f3"}, watchtest.Strings(events))
+			assert.True(t, events[1].Stale)
+			last := events[4].Token
+			w.Close()
 
 			// Missed while disconnected: a change, a new fleet, a delete.
 			put(mem, 103, "pc", "f0", 9)
@@ -234,11 +73,11 @@ func TestWatchFleetsOverEveryProtocol(t *testing.T) {
 			mem.PutFleet(*fleet.Tombstone(fleet.Key{Cluster: "pc", Namespace: "games", Name: "f3"}, fleet.Version{Term: 2, Seq: 105},
 				fleet.Publisher{ID: "p"}, time.Now(), time.Now(), time.Hour))
 			waitFor(t, srv.URL, "pc", 3) // the view has them
-			w = open(t, url.Values{"selector": {"platform in (pc,ps5)"}, "resumeToken": {last}})
-			defer w.close()
-			assert.Equal(t, []string{"modified pc/f0", "removed pc/f3", "added pc/f9", "synced 3"}, strs(w.take(t, 4)))
+			w = watchtest.Open(t, srv.URL, name, url.Values{"selector": {"platform in (pc,ps5)"}, "resumeToken": {last}})
+			defer w.Close()
+			assert.Equal(t, []string{"modified pc/f0", "removed pc/f3", "added pc/f9", "synced 3"}, watchtest.Strings(w.Take(t, 4)))
 			put(mem, 106, "pc", "f9", 2)
-			assert.Equal(t, "modified pc/f9", w.next(t).String(), "and it goes on")
+			assert.Equal(t, "modified pc/f9", w.Next(t).String(), "and it goes on")
 		})
 	}
 }

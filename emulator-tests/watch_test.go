@@ -1,0 +1,101 @@
+package emulatortests
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/fleetcast/fleetcast/firestoredb"
+	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/functions/query"
+	"github.com/fleetcast/fleetcast/internal/controlplane"
+	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/internal/watchtest"
+	"github.com/fleetcast/fleetcast/logging"
+)
+
+// queryServer serves the query function over HTTP/1.1 and h2c, from a
+// view of the pipeline's Firestore.
+func queryServer(tb testing.TB, p *pipeline, opts fleetapi.Options) *httptest.Server {
+	tb.Helper()
+	log := logging.New(io.Discard, logging.LevelWarning)
+	opts.Log = log
+	srv := httptest.NewUnstartedServer(query.NewHandler(fleetapi.NewService(firestoredb.New(p.fs, time.Hour, time.Now), opts), log))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	tb.Cleanup(srv.Close)
+	return srv
+}
+
+// TestWatchFollowsTheControlPlane: one watch over each protocol, all on one
+// query instance, from a Fleet on the Kubernetes API server through the
+// publisher, Pub/Sub and the ingest function to Firestore: the initial
+// set, a status patch, a new fleet, a delete, the cluster going stale when
+// its publisher stops; and a client that reconnects gets exactly what it
+// missed.
+func TestWatchFollowsTheControlPlane(t *testing.T) {
+	c := controlplane.Require(t, cp, cpErr)
+	p := newPipeline(t)
+	ns := kubetest.NewNamespace(t, c)
+	p.nsName = ns.Name
+	cfg := p.publisherConfig(ns.Name)
+	cfg.SnapshotInterval = 500 * time.Millisecond // heartbeats well within StaleAfter
+	pub := kubetest.StartPublisher(t, cfg, c.RESTConfig(), p.transport(""))
+	ns.CreateFleet(ns.Name, "ranked", map[string]string{"platform": "pc"})
+	p.waitFleets("the fleet lands", []string{"ranked"}, live)
+
+	srv := queryServer(t, p, fleetapi.Options{StaleAfter: 3 * time.Second, WatchPoll: 50 * time.Millisecond})
+	params := url.Values{"cluster": {p.cluster}}
+	streams := map[string]watchtest.Stream{}
+	for _, proto := range watchtest.Protocols {
+		streams[proto] = watchtest.Open(t, srv.URL, proto, params)
+	}
+	each := func(what string, want ...string) map[string][]watchtest.Event {
+		t.Helper()
+		got := map[string][]watchtest.Event{}
+		for proto, s := range streams {
+			got[proto] = s.Take(t, len(want))
+			assert.Equal(t, want, watchtest.Strings(got[proto]), "%s over %s", what, proto)
+		}
+		return got
+	}
+	fleetName := p.cluster + "/ranked"
+	each("the initial set", "cluster "+p.cluster+" stale=false", "added "+fleetName, "synced 1")
+
+	ns.SetStatus(ns.Name, "ranked", map[string]any{"replicas": 5, "readyReplicas": 4, "allocatedReplicas": 1})
+	patched := each("a status patch", "modified "+fleetName)
+	for proto, events := range patched {
+		assert.EqualValues(t, 4, events[0].Ready, proto)
+	}
+
+	// The SSE and gRPC clients go away; what they miss comes on their
+	// resume, and nothing else.
+	for _, proto := range []string{"sse", "grpc (h2c)"} {
+		streams[proto].Close()
+		delete(streams, proto)
+	}
+	ns.CreateFleet(ns.Name, "casual", map[string]string{"platform": "pc"})
+	each("a new fleet", "added "+p.cluster+"/casual")
+	ns.DeleteFleet(ns.Name, "ranked")
+	each("a delete", "removed "+fleetName)
+	for _, proto := range []string{"sse", "grpc (h2c)"} {
+		s := watchtest.Open(t, srv.URL, proto, url.Values{"cluster": {p.cluster}, "resumeToken": {patched[proto][0].Token}})
+		assert.Equal(t, []string{"added " + p.cluster + "/casual", "removed " + fleetName, "synced 1"}, watchtest.Strings(s.Take(t, 3)), proto)
+		streams[proto] = s
+	}
+
+	// The publisher stops: no heartbeat, the cluster turns stale and its
+	// fleets leave the set.
+	pub.Stop()
+	each("the cluster going stale", "cluster "+p.cluster+" stale=true", "removed "+p.cluster+"/casual")
+	for _, s := range streams {
+		s.Close()
+	}
+}
