@@ -124,6 +124,9 @@ func TestEnvironmentsPlanOnAFreshProjectAndKeepThePlatformsRules(t *testing.T) {
 				cpu, _ := sc["available_cpu"].(string)
 				concurrency := int(sc["max_instance_request_concurrency"].(float64))
 				assert.NoError(t, cloudRunSize(cpu, sc["available_memory"].(string), concurrency), "%s", fn.Address)
+				_, eventDriven := fn.Values["event_trigger"].([]any)
+				eventDriven = eventDriven && len(fn.Values["event_trigger"].([]any)) > 0
+				assert.NoError(t, functionTimeout(int(sc["timeout_seconds"].(float64)), eventDriven), "%s", fn.Address)
 			}
 
 			// No cluster, no cluster topic: only the dead letters'.
@@ -225,6 +228,20 @@ func TestTheRepublishRuleRefusesTheSizesThatDeadLettered(t *testing.T) {
 	assert.Error(t, absorbsRepublish(1, 1, 20, 10*time.Second, maxBackoff))
 }
 
+// functionTimeout applies Cloud Functions' limit on a function's timeout
+// ("Function timeout", cloud.google.com/functions/docs/configuring/timeout):
+// at most 60 minutes for an HTTP function, 9 for an event-driven one.
+func functionTimeout(seconds int, eventDriven bool) error {
+	max := 3600
+	if eventDriven {
+		max = 540
+	}
+	if seconds < 1 || seconds > max {
+		return fmt.Errorf("timeout %d s: Cloud Functions allows 1 to %d s for this function (event-driven: %t)", seconds, max, eventDriven)
+	}
+	return nil
+}
+
 // cloudRunSize is Cloud Run's rule for an instance's CPU, memory and
 // request concurrency (Cloud Run's "Configure CPU limits" and "memory
 // limits"; a function without available_cpu gets the CPU of its memory
@@ -296,6 +313,16 @@ func memoryBytes(s string) (float64, error) {
 	n, _ := strconv.ParseFloat(m[1], 64)
 	unit := map[string]float64{"k": 1e3, "Ki": 1 << 10, "M": 1e6, "Mi": 1 << 20, "G": 1e9, "Gi": 1 << 30}[m[2]]
 	return math.Round(n * unit), nil
+}
+
+// TestFunctionTimeoutRule guards the rule: it fails where Cloud Functions
+// would refuse the timeout.
+func TestFunctionTimeoutRule(t *testing.T) {
+	assert.NoError(t, functionTimeout(3600, false))
+	assert.Error(t, functionTimeout(3601, false))
+	assert.NoError(t, functionTimeout(540, true))
+	assert.Error(t, functionTimeout(541, true))
+	assert.Error(t, functionTimeout(0, false))
 }
 
 func TestCloudRunSizeRule(t *testing.T) {

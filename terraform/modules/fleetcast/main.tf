@@ -398,20 +398,22 @@ resource "google_cloudfunctions2_function" "query" {
   }
   # Requests wait on Firestore: many per instance, which needs one vCPU.
   service_config {
-    service_account_email            = google_service_account.query.email
-    ingress_settings                 = "ALLOW_ALL"
-    all_traffic_on_latest_revision   = true
-    available_cpu                    = "1"
-    available_memory                 = "512Mi"
-    timeout_seconds                  = 30
+    service_account_email          = google_service_account.query.email
+    ingress_settings               = "ALLOW_ALL"
+    all_traffic_on_latest_revision = true
+    available_cpu                  = "1"
+    available_memory               = "512Mi"
+    # Watch streams last up to the timeout, then clients resume them.
+    timeout_seconds                  = var.query_timeout_seconds
     min_instance_count               = var.query_min_instances
     max_instance_count               = var.query_max_instances
-    max_instance_request_concurrency = 40
+    max_instance_request_concurrency = var.query_concurrency
     environment_variables = merge(local.firestore_env, {
       STALE_AFTER     = var.stale_after
       MAX_STALENESS   = var.query_max_staleness
       CLUSTER_REFRESH = var.query_cluster_refresh
       COMMIT_LAG      = var.query_commit_lag
+      WATCH_POLL      = var.query_watch_poll
     })
   }
   depends_on = [time_sleep.services, time_sleep.build_roles]

@@ -243,6 +243,36 @@ variable "query_commit_lag" {
   }
 }
 
+variable "query_watch_poll" {
+  type        = string
+  description = "While watches (WatchFleets, /v1/watch) are open on an instance, how often its view reads what was written since its last read: the delay a change waits to reach the streams, and one billed query per poll (Go duration)."
+  default     = "250ms"
+  validation {
+    condition     = can(regex("^[0-9]+(ms|s|m)$", var.query_watch_poll)) && can(regex("[1-9]", var.query_watch_poll))
+    error_message = "query_watch_poll must be a positive duration in ms, s or m such as 250ms."
+  }
+}
+
+variable "query_timeout_seconds" {
+  type        = number
+  description = "The query function's request timeout: the longest a watch stream lasts before the client resumes it. Cloud Run allows up to 3600 s."
+  default     = 3600
+  validation {
+    condition     = var.query_timeout_seconds >= 10 && var.query_timeout_seconds <= 3600
+    error_message = "query_timeout_seconds must be from 10 to 3600 (Cloud Run's maximum request timeout)."
+  }
+}
+
+variable "query_concurrency" {
+  type        = number
+  description = "Requests one query instance serves at once, open watch streams included; they share the instance's one view."
+  default     = 1000
+  validation {
+    condition     = var.query_concurrency >= 1 && var.query_concurrency <= 1000
+    error_message = "query_concurrency must be from 1 to 1000 (Cloud Run's maximum)."
+  }
+}
+
 variable "topic_prefix" {
   type        = string
   description = "Each cluster's topic is <topic_prefix><cluster> (the ingest function's TOPIC_PREFIX, the publisher's default --topic)."

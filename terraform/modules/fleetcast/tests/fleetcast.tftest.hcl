@@ -349,8 +349,18 @@ run "durations_are_positive_as_the_functions_require" {
     query_cluster_refresh = "0ms"
     query_commit_lag      = "0s"
     query_max_staleness   = "-1s"
+    query_watch_poll      = "0ms"
   }
-  expect_failures = [var.stale_after, var.max_clock_skew, var.query_cluster_refresh, var.query_commit_lag, var.query_max_staleness]
+  expect_failures = [var.stale_after, var.max_clock_skew, var.query_cluster_refresh, var.query_commit_lag, var.query_max_staleness, var.query_watch_poll]
+}
+
+run "query_limits_are_cloud_runs" {
+  command = plan
+  variables {
+    query_timeout_seconds = 7200
+    query_concurrency     = 1001
+  }
+  expect_failures = [var.query_timeout_seconds, var.query_concurrency]
 }
 
 run "a_cluster_name_must_be_a_dns_label" {
