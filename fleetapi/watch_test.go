@@ -408,3 +408,43 @@ func TestWatchRunsUntilItsContextEnds(t *testing.T) {
 	err := svc.Watch(t.Context(), NewQuery(), hb.ResumeToken, func(Event) error { return errStop })
 	require.ErrorIs(t, err, errStop)
 }
+
+// TestAStuckWatchDelaysNoOther: a watch whose client stopped reading
+// (its send blocks) holds no lock the others need: every change still
+// reaches them.
+func TestAStuckWatchDelaysNoOther(t *testing.T) {
+	w := newWorld(t)
+	svc := w.service(Options{WatchPoll: time.Millisecond})
+	w.put(doc("pc", "games", "a", nil, 0, nil))
+	stuck := make(chan struct{})
+	defer close(stuck)
+	go func() {
+		_ = svc.Watch(t.Context(), NewQuery(), "", func(Event) error {
+			<-stuck
+			return nil
+		})
+	}()
+	ready := make(chan int64, 1000)
+	go func() {
+		_ = svc.Watch(t.Context(), NewQuery(), "", func(e Event) error {
+			switch e.Kind {
+			case Synced:
+				ready <- 0
+			case Modified:
+				ready <- e.Fleet.ReadyReplicas
+			}
+			return nil
+		})
+	}()
+	require.Zero(t, <-ready, "the initial set")
+	for i := range int64(100) {
+		w.put(doc("pc", "games", "a", nil, i+1, nil))
+		for got := int64(0); got != i+1; {
+			select {
+			case got = <-ready:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("change %d did not reach the reading watch", i+1)
+			}
+		}
+	}
+}

@@ -414,6 +414,7 @@ resource "google_cloudfunctions2_function" "query" {
       CLUSTER_REFRESH = var.query_cluster_refresh
       COMMIT_LAG      = var.query_commit_lag
       WATCH_POLL      = var.query_watch_poll
+      HEARTBEAT       = var.query_heartbeat
     })
   }
   depends_on = [time_sleep.services, time_sleep.build_roles]

@@ -253,6 +253,16 @@ variable "query_watch_poll" {
   }
 }
 
+variable "query_heartbeat" {
+  type        = string
+  description = "How often a watch stream sends a heartbeat, so that clients detect a dead stream (Go duration)."
+  default     = "15s"
+  validation {
+    condition     = can(regex("^[0-9]+(ms|s|m)$", var.query_heartbeat)) && can(regex("[1-9]", var.query_heartbeat))
+    error_message = "query_heartbeat must be a positive duration in ms, s or m such as 15s."
+  }
+}
+
 variable "query_timeout_seconds" {
   type        = number
   description = "The query function's request timeout: the longest a watch stream lasts before the client resumes it. Cloud Run allows up to 3600 s."

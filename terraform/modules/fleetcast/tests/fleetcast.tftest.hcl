@@ -350,8 +350,9 @@ run "durations_are_positive_as_the_functions_require" {
     query_commit_lag      = "0s"
     query_max_staleness   = "-1s"
     query_watch_poll      = "0ms"
+    query_heartbeat       = "0s"
   }
-  expect_failures = [var.stale_after, var.max_clock_skew, var.query_cluster_refresh, var.query_commit_lag, var.query_max_staleness, var.query_watch_poll]
+  expect_failures = [var.stale_after, var.max_clock_skew, var.query_cluster_refresh, var.query_commit_lag, var.query_max_staleness, var.query_watch_poll, var.query_heartbeat]
 }
 
 run "query_limits_are_cloud_runs" {
