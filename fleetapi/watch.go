@@ -354,21 +354,31 @@ func (s *Service) event(p pending, pos position) Event {
 	return e
 }
 
-// past is the view as it was at an earlier seq: the state then of each
-// fleet and cluster that changed since; the others are as they are now.
+// past is the view as it was at an earlier seq, for a watch of q: the
+// state then of each fleet that changed since and could match q, and of
+// each cluster that changed; the others are as they are now.
 type past struct {
 	fleets   map[string]*fleet.Document // nil: not in the view then
 	clusters map[string]clusterState
 }
 
-// past rewinds the view to seq, which the feed holds.
-func (v *view) past(seq uint64) past {
+// could reports whether d may match q, in a fresh cluster or a stale one.
+// A fleet whose every state since a seq fails it is in the set of q
+// neither then nor now, so a watch of q skips its changes: which of those
+// states stands for "then" makes no difference.
+func could(q Query, d *fleet.Document) bool { return d != nil && q.Matches(d, false) }
+
+// past rewinds the view to seq, which the feed holds, for a watch of q.
+func (v *view) past(seq uint64, q Query) past {
 	p := past{fleets: map[string]*fleet.Document{}, clusters: map[string]clusterState{}}
 	for c := range v.feed.between(seq, v.feed.seq) {
 		if c.cluster != "" {
 			if _, ok := p.clusters[c.cluster]; !ok {
 				p.clusters[c.cluster] = c.was
 			}
+			continue
+		}
+		if !could(q, c.before) && !could(q, c.after) {
 			continue
 		}
 		if id := c.fleetID(); !has(p.fleets, id) {
@@ -421,10 +431,10 @@ func (v *view) clusterFleets(p past, cluster string, ids map[string]bool) {
 // — the clusters' by name, then the fleets' by ID — so that a resume can
 // skip those delivered. The feed holds from (to, when initial).
 func (v *view) diff(q Query, initial bool, from, to uint64) []pending {
-	pt := v.past(to)
+	pt := v.past(to, q)
 	pf := past{}
 	if !initial {
-		pf = v.past(from)
+		pf = v.past(from, q)
 	}
 	before := func(name string) clusterState {
 		if initial {
@@ -474,7 +484,7 @@ func (v *view) diff(q Query, initial bool, from, to uint64) []pending {
 			}
 		} else {
 			for c := range v.feed.between(from, to) {
-				if c.cluster == "" {
+				if c.cluster == "" && (could(q, c.before) || could(q, c.after)) {
 					set[c.fleetID()] = true
 				}
 			}
