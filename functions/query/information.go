@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
-	"net/url"
-	"slices"
 	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetapi/fleetpb"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 )
@@ -42,7 +38,7 @@ var fieldOf = map[string]string{
 // informQuery turns an InformRequest into the query /v1/fleets would
 // parse, so that both validate alike.
 func informQuery(req *fleetcastv1.InformRequest) (fleetapi.Query, error) {
-	v := filterValues(req.GetFilter())
+	v := fleetpb.FilterValues(req.GetFilter())
 	switch req.GetOrderBy() {
 	case fleetcastv1.OrderBy_ORDER_BY_UNSPECIFIED:
 	case fleetcastv1.OrderBy_ORDER_BY_READY:
@@ -59,28 +55,6 @@ func informQuery(req *fleetcastv1.InformRequest) (fleetapi.Query, error) {
 		v.Set("pageToken", req.GetPageToken())
 	}
 	return fleetapi.ParseQuery(v)
-}
-
-// filterValues returns a FleetFilter as the parameters of /v1/fleets.
-func filterValues(f *fleetcastv1.FleetFilter) url.Values {
-	v := url.Values{}
-	for _, c := range f.GetClusters() {
-		v.Add("cluster", c)
-	}
-	set := func(name, value string, given bool) {
-		if given {
-			v.Set(name, value)
-		}
-	}
-	set("namespace", f.GetNamespace(), f.GetNamespace() != "")
-	set("selector", f.GetSelector(), f.GetSelector() != "")
-	set("minReady", strconv.FormatInt(f.GetMinReady(), 10), f.GetMinReady() != 0)
-	set("counter", f.GetCounter(), f.GetCounter() != "")
-	set("minAvailable", strconv.FormatInt(f.GetMinCounterAvailable(), 10), f.GetMinCounterAvailable() != 0)
-	set("list", f.GetList(), f.GetList() != "")
-	set("minListAvailable", strconv.FormatInt(f.GetMinListAvailable(), 10), f.GetMinListAvailable() != 0)
-	set("includeStale", "true", f.GetIncludeStale())
-	return v
 }
 
 // fail maps the read model's errors to Connect codes, logging faults as
@@ -114,7 +88,7 @@ func (s *information) Inform(ctx context.Context, req *connect.Request[fleetcast
 	}
 	out := &fleetcastv1.InformResponse{NextPageToken: l.NextPageToken, TotalSize: int32(l.TotalSize)}
 	for _, f := range l.Items {
-		out.FleetInformation = append(out.FleetInformation, fleetInformation(f))
+		out.FleetInformation = append(out.FleetInformation, fleetpb.Fleet(f))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -123,7 +97,7 @@ func (s *information) Inform(ctx context.Context, req *connect.Request[fleetcast
 // /v1/watch. A stream ends with UNAVAILABLE shortly before the function's
 // timeout, which clients answer by resuming.
 func (s *information) WatchFleets(ctx context.Context, req *connect.Request[fleetcastv1.WatchFleetsRequest], stream *connect.ServerStream[fleetcastv1.WatchFleetsResponse]) error {
-	v := filterValues(req.Msg.GetFilter())
+	v := fleetpb.FilterValues(req.Msg.GetFilter())
 	if t := req.Msg.GetResumeToken(); t != "" {
 		v.Set("resumeToken", t)
 	}
@@ -133,7 +107,7 @@ func (s *information) WatchFleets(ctx context.Context, req *connect.Request[flee
 	}
 	ctx, stop := streamContext(ctx)
 	defer stop()
-	err = s.svc.Watch(ctx, q, token, func(e fleetapi.Event) error { return stream.Send(watchResponse(e)) })
+	err = s.svc.Watch(ctx, q, token, func(e fleetapi.Event) error { return stream.Send(fleetpb.Event(e)) })
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil // the client went away while a message was sent
@@ -143,30 +117,6 @@ func (s *information) WatchFleets(ctx context.Context, req *connect.Request[flee
 		return connect.NewError(connect.CodeUnavailable, errStreamDeadline)
 	}
 	return nil
-}
-
-func watchResponse(e fleetapi.Event) *fleetcastv1.WatchFleetsResponse {
-	out := &fleetcastv1.WatchFleetsResponse{ResumeToken: e.ResumeToken}
-	change := func(t fleetcastv1.ChangeType) {
-		out.Event = &fleetcastv1.WatchFleetsResponse_Fleet{Fleet: &fleetcastv1.FleetChange{Type: t, Fleet: fleetInformation(e.Fleet)}}
-	}
-	switch e.Kind {
-	case fleetapi.Added:
-		change(fleetcastv1.ChangeType_CHANGE_TYPE_ADDED)
-	case fleetapi.Modified:
-		change(fleetcastv1.ChangeType_CHANGE_TYPE_MODIFIED)
-	case fleetapi.Removed:
-		change(fleetcastv1.ChangeType_CHANGE_TYPE_REMOVED)
-	case fleetapi.ClusterChanged:
-		out.Event = &fleetcastv1.WatchFleetsResponse_Cluster{Cluster: &fleetcastv1.ClusterChange{Cluster: cluster(e.Cluster)}}
-	case fleetapi.Synced:
-		out.Event = &fleetcastv1.WatchFleetsResponse_Synced{Synced: &fleetcastv1.Synced{FleetCount: int32(e.FleetCount)}}
-	case fleetapi.Restart:
-		out.Event = &fleetcastv1.WatchFleetsResponse_Restart{Restart: &fleetcastv1.Restart{}}
-	case fleetapi.Heartbeat:
-		out.Event = &fleetcastv1.WatchFleetsResponse_Heartbeat{Heartbeat: &fleetcastv1.Heartbeat{Time: timestamppb.New(e.Time)}}
-	}
-	return out
 }
 
 // errStreamDeadline ends a stream before the platform's request timeout
@@ -194,7 +144,7 @@ func (s *information) ListClusters(ctx context.Context, req *connect.Request[fle
 	}
 	out := &fleetcastv1.ListClustersResponse{}
 	for _, c := range l.Items {
-		out.Clusters = append(out.Clusters, cluster(c))
+		out.Clusters = append(out.Clusters, fleetpb.Cluster(c))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -211,51 +161,4 @@ func (s *information) LabelValues(ctx context.Context, req *connect.Request[flee
 			ReadyGameservers: v.ReadyReplicas, AllocatedGameservers: v.AllocatedReplicas, Clusters: v.Clusters})
 	}
 	return connect.NewResponse(out), nil
-}
-
-func fleetInformation(f fleetapi.Fleet) *fleetcastv1.FleetInformation {
-	return &fleetcastv1.FleetInformation{
-		ClusterName: f.Cluster, FleetName: f.Name, Namespace: f.Namespace, Labels: labelsOf(f.Labels),
-		AllocatedGameservers: f.AllocatedReplicas, ReadyGameservers: f.ReadyReplicas, ReservedGameservers: f.ReservedReplicas,
-		Replicas: f.Replicas, CurrentReplicas: f.CurrentReplicas, Allocations: f.Allocations,
-		Players: capacity(f.Players), Counters: aggregates(f.Counters), Lists: aggregates(f.Lists),
-		ObservedTime: timestamppb.New(f.ObservedAt), LagMillis: f.LagMillis, Stale: f.Stale,
-		Version: &fleetcastv1.Version{Term: f.Version.Term, Seq: f.Version.Seq}, Scheduling: f.Scheduling,
-		Degraded: f.Degraded, Annotations: f.Annotations,
-	}
-}
-
-func cluster(c fleetapi.Cluster) *fleetcastv1.Cluster {
-	t := c.Totals
-	return &fleetcastv1.Cluster{
-		ClusterName: c.Cluster, Labels: labelsOf(c.Labels),
-		Publisher:     &fleetcastv1.Publisher{Id: c.Publisher.ID, Version: c.Publisher.Version},
-		HeartbeatTime: timestamppb.New(c.HeartbeatAt), FleetCount: c.FleetCount,
-		Totals: &fleetcastv1.FleetTotals{Replicas: t.Replicas, ReadyGameservers: t.ReadyReplicas, ReservedGameservers: t.ReservedReplicas,
-			AllocatedGameservers: t.AllocatedReplicas, Allocations: t.Allocations, Players: capacity(t.Players),
-			Counters: aggregates(t.Counters), Lists: aggregates(t.Lists)},
-		TotalsTruncated: c.TotalsTruncated, Stale: c.Stale,
-	}
-}
-
-// labelsOf lists labels in key order, so that answers are deterministic.
-func labelsOf(m map[string]string) []*fleetcastv1.Label {
-	out := make([]*fleetcastv1.Label, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, &fleetcastv1.Label{Key: k, Value: m[k]})
-	}
-	return out
-}
-
-func capacity(c fleet.DocCapacity) *fleetcastv1.Capacity {
-	return &fleetcastv1.Capacity{Count: c.Count, Capacity: c.Capacity, Available: c.Available}
-}
-
-func aggregates(m map[string]fleet.DocAggregate) map[string]*fleetcastv1.Aggregate {
-	out := make(map[string]*fleetcastv1.Aggregate, len(m))
-	for k, a := range m {
-		out[k] = &fleetcastv1.Aggregate{Count: a.Count, Capacity: a.Capacity, AllocatedCount: a.AllocatedCount,
-			AllocatedCapacity: a.AllocatedCapacity, Available: a.Available}
-	}
-	return out
 }
