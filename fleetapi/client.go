@@ -28,19 +28,46 @@ var _ API = (*Client)(nil)
 // Functions IAM requires, from Application Default Credentials; hc, if
 // not nil, is used as it is instead.
 func NewClient(ctx context.Context, baseURL string, hc *http.Client) (*Client, error) {
+	if hc != nil {
+		u, err := checkURL(baseURL)
+		if err != nil {
+			return nil, err
+		}
+		return &Client{base: u.String(), http: hc}, nil
+	}
+	base, hc, err := HTTPClient(ctx, baseURL)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{base: base, http: hc}, nil
+}
+
+func checkURL(baseURL string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSuffix(baseURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("query API %q: want an http(s) URL", baseURL)
 	}
-	if hc == nil {
-		hc = http.DefaultClient
-		if h := u.Hostname(); h != "localhost" && h != "127.0.0.1" && h != "::1" {
-			if hc, err = idtoken.NewClient(ctx, baseURL); err != nil {
-				return nil, fmt.Errorf("ID token for %s (gcloud auth application-default login?): %w", baseURL, err)
-			}
-		}
+	return u, nil
+}
+
+// HTTPClient returns the query API's base URL, checked, and a client for
+// it: one that sends a Google-signed ID token for it, as a function behind
+// Cloud Functions IAM requires, from Application Default Credentials; or,
+// on localhost, a plain one. The generated InformationService client takes
+// both.
+func HTTPClient(ctx context.Context, baseURL string) (string, *http.Client, error) {
+	u, err := checkURL(baseURL)
+	if err != nil {
+		return "", nil, err
 	}
-	return &Client{base: u.String(), http: hc}, nil
+	if h := u.Hostname(); h == "localhost" || h == "127.0.0.1" || h == "::1" {
+		return u.String(), http.DefaultClient, nil
+	}
+	hc, err := idtoken.NewClient(ctx, u.String())
+	if err != nil {
+		return "", nil, fmt.Errorf("ID token for %s (gcloud auth application-default login?): %w", u.String(), err)
+	}
+	return u.String(), hc, nil
 }
 
 // get reads path into v; an answer other than 200 becomes an *Error.

@@ -1,10 +1,12 @@
 // Package fleetwatch keeps a live, local view of fleetcast's fleets for a
-// matchmaker: a Firestore realtime listener feeds it, it starts from a
-// consistent view, then applies Added, Modified and Removed changes, and a
-// second listener follows the clusters' heartbeats so that a cluster whose
-// publisher went quiet turns stale even when none of its fleets changes.
-// Listener errors are retried with backoff; cancelling the context ends
-// the watch.
+// matchmaker. It starts from a consistent view, then applies Added,
+// Modified and Removed changes, and follows the clusters so that a cluster
+// whose publisher went quiet turns stale even when none of its fleets
+// changes. Two sources feed it: Firestore realtime listeners (Watch), for
+// programs with Firestore credentials, or the query API's stream
+// (WatchAPI), which needs only an ID token and costs Firestore nothing per
+// client. Errors are retried with backoff; cancelling the context ends the
+// watch.
 package fleetwatch
 
 import (
@@ -63,15 +65,16 @@ type Change struct {
 type View struct {
 	q      Options
 	mu     sync.RWMutex
-	fleets map[string]*fleet.Document
-	clus   map[string]*fleet.ClusterDocument
-	done   chan struct{}
-	err    error
+	fleets map[string]fleetapi.Fleet // by document ID; Stale is judged when read
+	// stale judges a cluster at a time, under mu: from its heartbeat
+	// (Watch) or as the stream last told (WatchAPI).
+	stale func(cluster string, now time.Time) bool
+	clus  map[string]*fleet.ClusterDocument // Watch's
+	done  chan struct{}
+	err   error
 }
 
-// Watch starts watching and returns once the initial view is complete (or
-// ctx ends first). The view stays live until ctx is cancelled.
-func Watch(ctx context.Context, client *firestore.Client, q Options) (*View, error) {
+func newView(q Options) (*View, Options, error) {
 	if q.StaleAfter <= 0 {
 		q.StaleAfter = fleetapi.DefaultStaleAfter
 	}
@@ -82,9 +85,19 @@ func Watch(ctx context.Context, client *firestore.Client, q Options) (*View, err
 		q.Log = slog.New(slog.DiscardHandler)
 	}
 	if len(q.Clusters) > fleetapi.MaxClusters {
-		return nil, fmt.Errorf("watch: at most %d clusters, got %d", fleetapi.MaxClusters, len(q.Clusters))
+		return nil, q, fmt.Errorf("watch: at most %d clusters, got %d", fleetapi.MaxClusters, len(q.Clusters))
 	}
-	v := &View{q: q, fleets: map[string]*fleet.Document{}, clus: map[string]*fleet.ClusterDocument{}, done: make(chan struct{})}
+	return &View{q: q, fleets: map[string]fleetapi.Fleet{}, clus: map[string]*fleet.ClusterDocument{}, done: make(chan struct{})}, q, nil
+}
+
+// Watch starts watching and returns once the initial view is complete (or
+// ctx ends first). The view stays live until ctx is cancelled.
+func Watch(ctx context.Context, client *firestore.Client, q Options) (*View, error) {
+	v, q, err := newView(q)
+	if err != nil {
+		return nil, err
+	}
+	v.stale = func(cluster string, now time.Time) bool { return fleetapi.IsStale(v.clus[cluster], now, q.StaleAfter) }
 	fleetsQ := firestoredb.LiveFleetsQuery(client, q.Clusters)
 	clustersQ := firestoredb.ClustersQuery(client)
 	fleetsReady, clustersReady := make(chan struct{}), make(chan struct{})
@@ -158,12 +171,18 @@ func listen(ctx context.Context, v *View, name string, q firestore.Query, ready 
 }
 
 func (v *View) resetFleets(docs []*firestore.DocumentSnapshot, emit bool) {
-	next := make(map[string]*fleet.Document, len(docs))
+	next := make(map[string]fleetapi.Fleet, len(docs))
 	for _, s := range docs {
 		if d := v.decodeFleet(s); d != nil {
-			next[s.Ref.ID] = d
+			next[s.Ref.ID] = fleetapi.NewFleet(d, false)
 		}
 	}
+	v.replace(next, emit)
+}
+
+// replace makes next the view's fleets, and reports what changed when
+// emit.
+func (v *View) replace(next map[string]fleetapi.Fleet, emit bool) {
 	v.mu.Lock()
 	prev := v.fleets
 	v.fleets = next
@@ -171,16 +190,16 @@ func (v *View) resetFleets(docs []*firestore.DocumentSnapshot, emit bool) {
 	if !emit {
 		return
 	}
-	for id, d := range next {
+	for id, f := range next {
 		if p, ok := prev[id]; !ok {
-			v.emit(Added, d)
-		} else if p.Version != d.Version {
-			v.emit(Modified, d)
+			v.emit(Added, f)
+		} else if p.Version != f.Version {
+			v.emit(Modified, f)
 		}
 	}
-	for id, d := range prev {
+	for id, f := range prev {
 		if _, ok := next[id]; !ok {
-			v.emit(Removed, d)
+			v.emit(Removed, f)
 		}
 	}
 }
@@ -201,14 +220,19 @@ func (v *View) applyFleet(c firestore.DocumentChange) {
 	if d == nil {
 		return
 	}
+	v.put(id, fleetapi.NewFleet(d, false))
+}
+
+// put adds or replaces a fleet, and reports it.
+func (v *View) put(id string, f fleetapi.Fleet) {
 	v.mu.Lock()
 	_, existed := v.fleets[id]
-	v.fleets[id] = d
+	v.fleets[id] = f
 	v.mu.Unlock()
 	if existed {
-		v.emit(Modified, d)
+		v.emit(Modified, f)
 	} else {
-		v.emit(Added, d)
+		v.emit(Added, f)
 	}
 }
 
@@ -248,18 +272,14 @@ func (v *View) applyCluster(c firestore.DocumentChange) {
 	}
 }
 
-func (v *View) emit(kind ChangeKind, d *fleet.Document) {
+func (v *View) emit(kind ChangeKind, f fleetapi.Fleet) {
 	if v.q.OnChange == nil {
 		return
 	}
 	v.mu.RLock()
-	stale := v.staleLocked(d.Cluster)
+	f.Stale = v.stale(f.Cluster, v.q.Now())
 	v.mu.RUnlock()
-	v.q.OnChange(Change{Kind: kind, Fleet: fleetapi.NewFleet(d, stale)})
-}
-
-func (v *View) staleLocked(cluster string) bool {
-	return fleetapi.IsStale(v.clus[cluster], v.q.Now(), v.q.StaleAfter)
+	v.q.OnChange(Change{Kind: kind, Fleet: f})
 }
 
 // Done is closed when the watch has ended (its context was cancelled).
@@ -280,10 +300,12 @@ func (v *View) Fleets(selector labels.Selector) []fleetapi.Fleet {
 	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
+	now := v.q.Now()
 	out := []fleetapi.Fleet{}
-	for _, d := range v.fleets {
-		if selector.Matches(labels.Set(d.Labels)) {
-			out = append(out, fleetapi.NewFleet(d, v.staleLocked(d.Cluster)))
+	for _, f := range v.fleets {
+		if selector.Matches(labels.Set(f.Labels)) {
+			f.Stale = v.stale(f.Cluster, now)
+			out = append(out, f)
 		}
 	}
 	slices.SortFunc(out, func(a, b fleetapi.Fleet) int {

@@ -150,7 +150,7 @@ func TestErrorsAreOneClearLine(t *testing.T) {
 		{[]string{"labels", "bad key"}, `"bad key" is not a label key`},
 		{[]string{"get", "fleets", "--cluster", "PC"}, "--cluster: "},
 		{[]string{"get", "fleets", "--api", "ftp://x"}, "--api"},
-		{[]string{"watch", "--api", "http://127.0.0.1:1"}, "use --project, not --api"},
+		{[]string{"watch", "--api", "ftp://x"}, "--api"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -172,36 +172,49 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestWatchPrintsTheTableThenEachChange, from Firestore's listeners and
+// from the query API's stream (--api).
 func TestWatchPrintsTheTableThenEachChange(t *testing.T) {
-	project, store := world(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	out := &syncbuf.Buffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"watch", "-l", "app.kubernetes.io/version=1.41"}, func(k string) string {
-			return map[string]string{"GOOGLE_CLOUD_PROJECT": project}[k]
-		}, out, io.Discard)
-	}()
-	waitFor := func(what, s string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(out.String(), s) {
-			require.True(t, time.Now().Before(deadline), "%s: output so far:\n%s", what, out.String())
-			<-time.After(10 * time.Millisecond)
-		}
+	for _, viaAPI := range []bool{false, true} {
+		t.Run(map[bool]string{false: "firestore", true: "api"}[viaAPI], func(t *testing.T) {
+			project, store := world(t)
+			var source []string
+			if viaAPI {
+				srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(store, fleetapi.Options{WatchPoll: 20 * time.Millisecond}),
+					logging.New(io.Discard, logging.LevelWarning)))
+				t.Cleanup(srv.Close)
+				source = []string{"--api", srv.URL}
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			out := &syncbuf.Buffer{}
+			done := make(chan error, 1)
+			go func() {
+				done <- run(ctx, append([]string{"watch", "-l", "app.kubernetes.io/version=1.41"}, source...), func(k string) string {
+					return map[string]string{"GOOGLE_CLOUD_PROJECT": project}[k]
+				}, out, io.Discard)
+			}()
+			waitFor := func(what, s string) {
+				t.Helper()
+				deadline := time.Now().Add(30 * time.Second)
+				for !strings.Contains(out.String(), s) {
+					require.True(t, time.Now().Before(deadline), "%s: output so far:\n%s", what, out.String())
+					<-time.After(10 * time.Millisecond)
+				}
+			}
+			waitFor("the initial table", "casual")
+			_, err := store.Apply(t.Context(), fleet.Event{
+				SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindDelete, Cluster: "pc", Namespace: "games", Name: "casual",
+				Version: fleet.Version{Term: 2, Seq: 1}, ObservedAt: fleet.MicrosOf(time.Now()), Publisher: fleet.Publisher{ID: "p"},
+			})
+			require.NoError(t, err)
+			waitFor("the removal", "REMOVED")
+			cancel()
+			require.NoError(t, <-done)
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			require.Len(t, lines, 3, out.String())
+			assert.True(t, strings.HasPrefix(lines[0], "CHANGE "))
+			assert.Regexp(t, `^-\s+pc\s+games\s+casual\s+2\s+8\s+10/10\s+250ms\s+false$`, lines[1])
+			assert.Regexp(t, `^REMOVED\s+pc\s+games\s+casual\s`, lines[2])
+		})
 	}
-	waitFor("the initial table", "casual")
-	_, err := store.Apply(t.Context(), fleet.Event{
-		SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindDelete, Cluster: "pc", Namespace: "games", Name: "casual",
-		Version: fleet.Version{Term: 2, Seq: 1}, ObservedAt: fleet.MicrosOf(time.Now()), Publisher: fleet.Publisher{ID: "p"},
-	})
-	require.NoError(t, err)
-	waitFor("the removal", "REMOVED")
-	cancel()
-	require.NoError(t, <-done)
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, 3, out.String())
-	assert.True(t, strings.HasPrefix(lines[0], "CHANGE "))
-	assert.Regexp(t, `^-\s+pc\s+games\s+casual\s+2\s+8\s+10/10\s+250ms\s+false$`, lines[1])
-	assert.Regexp(t, `^REMOVED\s+pc\s+games\s+casual\s`, lines[2])
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetwatch"
+	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 )
 
 // errUsage is returned after usage was printed.
@@ -39,8 +40,9 @@ Usage:
 Where the data comes from (every command):
   --project P      Firestore's project (default $GOOGLE_CLOUD_PROJECT); FIRESTORE_EMULATOR_HOST is honoured
   --database D     Firestore database (default (default))
-  --api URL        read the QueryFleets HTTP API instead, with a Google ID token unless URL is on localhost
-  --stale-after D  a cluster without a heartbeat for D is stale (default 90s; Firestore only)
+  --api URL        read the QueryFleets API instead (watch: its stream), with a Google ID token unless URL is on localhost
+  --stale-after D  a cluster without a heartbeat for D is stale (default 90s; with --api, the API judges,
+                   and watch marks every cluster stale when the stream is silent for D)
 
 Run 'fleetcast COMMAND --help' for a command's flags.
 `
@@ -319,18 +321,26 @@ func printLabels(w io.Writer, format string, lv fleetapi.LabelValues) error {
 // watch prints the matching fleets, then a row for every change, like
 // kubectl get -w, until ctx ends.
 func watch(ctx context.Context, o options, w io.Writer) error {
-	if o.api != "" {
-		return errors.New("watch follows Firestore's realtime listeners; use --project, not --api")
-	}
 	sel, err := labels.Parse(o.selector)
 	if err != nil {
 		return fmt.Errorf("-l: %w", err)
 	}
-	client, err := firestoreClient(ctx, o)
-	if err != nil {
-		return err
+	// From the query API's stream, or from Firestore's listeners.
+	start := func(opts fleetwatch.Options) (*fleetwatch.View, error) {
+		base, hc, err := fleetapi.HTTPClient(ctx, o.api)
+		if err != nil {
+			return nil, fmt.Errorf("--api: %w", err)
+		}
+		return fleetwatch.WatchAPI(ctx, fleetcastv1connect.NewInformationServiceClient(hc, base), opts)
 	}
-	defer client.Close()
+	if o.api == "" {
+		client, err := firestoreClient(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+		start = func(opts fleetwatch.Options) (*fleetwatch.View, error) { return fleetwatch.Watch(ctx, client, opts) }
+	}
 	var mu sync.Mutex // the initial table is printed before any change
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	show := func(change string, f fleetapi.Fleet) {
@@ -340,7 +350,7 @@ func watch(ctx context.Context, o options, w io.Writer) error {
 	}
 	// Held until the initial table is out: changes wait for it.
 	mu.Lock()
-	v, err := fleetwatch.Watch(ctx, client, fleetwatch.Options{
+	v, err := start(fleetwatch.Options{
 		Clusters:   o.clusters,
 		StaleAfter: o.staleAfter,
 		OnChange: func(c fleetwatch.Change) {

@@ -1,0 +1,171 @@
+package fleetwatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetapi/fleetpb"
+	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
+	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
+	"github.com/fleetcast/fleetcast/logging"
+)
+
+// WatchAPI is Watch fed by the query API's stream
+// (InformationService.WatchFleets) instead of Firestore: a matchmaker
+// outside Google Cloud needs only an ID token (fleetapi.HTTPClient), and
+// every client of an instance shares its one read of each change. The
+// stream includes the fleets of stale clusters, marked, as Watch does; a
+// cluster is stale as the stream last said, and every cluster is stale
+// once nothing (not even a heartbeat) has come for StaleAfter. A broken
+// stream is resumed with backoff from the last event handled.
+func WatchAPI(ctx context.Context, client fleetcastv1connect.InformationServiceClient, q Options) (*View, error) {
+	v, q, err := newView(q)
+	if err != nil {
+		return nil, err
+	}
+	f := &follower{v: v, client: client, clusters: map[string]bool{}, started: make(chan error, 1)}
+	v.stale = func(cluster string, now time.Time) bool {
+		stale, known := f.clusters[cluster]
+		return stale || !known || now.Sub(f.heard) > q.StaleAfter
+	}
+	go func() {
+		f.follow(ctx)
+		v.mu.Lock()
+		v.err = context.Cause(ctx)
+		v.mu.Unlock()
+		close(v.done)
+	}()
+	select {
+	case err := <-f.started:
+		if err != nil {
+			return nil, err
+		}
+		return v, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("watch: initial view: %w", context.Cause(ctx))
+	}
+}
+
+// follower reads the stream into a View.
+type follower struct {
+	v      *View
+	client fleetcastv1connect.InformationServiceClient
+	// clusters: stale by name, as the stream said; heard: when it last
+	// said anything. The View's lock guards both.
+	clusters map[string]bool
+	heard    time.Time
+	token    string // of the last event handled
+	// next collects the whole set after a Restart, or at the start,
+	// until Synced; nil while changes apply to the view.
+	next    map[string]fleetapi.Fleet
+	started chan error // nil or why the watch cannot start, once
+	ready   bool
+}
+
+func (f *follower) follow(ctx context.Context) {
+	wait := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := f.stream(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		code := connect.CodeOf(err)
+		if !f.ready && (code == connect.CodeInvalidArgument || code == connect.CodeUnauthenticated ||
+			code == connect.CodePermissionDenied || code == connect.CodeUnimplemented || code == connect.CodeNotFound) {
+			f.started <- fmt.Errorf("watch: %w", err)
+			return
+		}
+		if code == connect.CodeInvalidArgument && f.token != "" {
+			f.token = "" // a token the server cannot take: start over
+		}
+		f.v.q.Log.Warn("fleetwatch stream broke; resuming", "in", wait.String(), logging.KeyError, errText(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
+		if err == nil || code == connect.CodeUnavailable {
+			wait = 100 * time.Millisecond // the server ended the stream: resume at once
+		}
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "the server ended the stream"
+	}
+	return err.Error()
+}
+
+// stream reads one stream until it ends.
+func (f *follower) stream(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := f.client.WatchFleets(ctx, connect.NewRequest(&fleetcastv1.WatchFleetsRequest{
+		Filter: &fleetcastv1.FleetFilter{Clusters: f.v.q.Clusters, IncludeStale: true}, ResumeToken: f.token}))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if f.token == "" {
+		f.next = map[string]fleetapi.Fleet{} // the whole set comes, without a Restart
+	}
+	for st.Receive() {
+		e, ok := fleetpb.FromEvent(st.Msg())
+		f.v.mu.Lock()
+		f.heard = f.v.q.Now()
+		f.v.mu.Unlock()
+		if !ok {
+			continue // a newer server's event
+		}
+		f.apply(e)
+		f.token = e.ResumeToken
+	}
+	return st.Err() // nil: the server ended the stream
+}
+
+func (f *follower) apply(e fleetapi.Event) {
+	id := fleet.Key{Cluster: e.Fleet.Cluster, Namespace: e.Fleet.Namespace, Name: e.Fleet.Name}.DocID()
+	e.Fleet.Stale = false // judged when read
+	switch e.Kind {
+	case fleetapi.Restart:
+		f.next = map[string]fleetapi.Fleet{}
+	case fleetapi.Added, fleetapi.Modified:
+		if f.next != nil {
+			f.next[id] = e.Fleet
+			return
+		}
+		f.v.put(id, e.Fleet)
+	case fleetapi.Removed:
+		if f.next != nil {
+			delete(f.next, id)
+			return
+		}
+		f.v.mu.Lock()
+		old, ok := f.v.fleets[id]
+		delete(f.v.fleets, id)
+		f.v.mu.Unlock()
+		if ok {
+			f.v.emit(Removed, old)
+		}
+	case fleetapi.ClusterChanged:
+		f.v.mu.Lock()
+		f.clusters[e.Cluster.Cluster] = e.Cluster.Stale
+		f.v.mu.Unlock()
+	case fleetapi.Synced:
+		if f.next != nil {
+			f.v.replace(f.next, f.ready)
+			f.next = nil
+		}
+		if !f.ready {
+			f.ready = true
+			f.started <- nil
+		}
+	}
+}
