@@ -92,7 +92,7 @@ chaos: ## Randomized fault testing of the whole pipeline over SEEDS seeds (make 
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz test for FUZZTIME (default 30s).
-	@for t in fleet:FuzzDocIDCodec fleet:FuzzParseDocID fleet:FuzzDecodeEvent fleetapi:FuzzParseQuery fleetapi:FuzzPageToken; do \
+	@for t in fleet:FuzzDocIDCodec fleet:FuzzParseDocID fleet:FuzzDecodeEvent fleetapi:FuzzParseQuery fleetapi:FuzzPageToken fleetapi:FuzzResumeToken; do \
 	  $(GO) test -run='^$$' -fuzz="^$${t#*:}\$$" -fuzztime=$${FUZZTIME:-30s} ./$${t%%:*}/ || exit 1; \
 	done
 

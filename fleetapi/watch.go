@@ -36,7 +36,8 @@ const (
 	// A fleet left the set: it was deleted, stopped matching, or its
 	// cluster turned stale. Fleet is its last state.
 	Removed EventKind = "removed"
-	// A cluster appeared, or turned stale or fresh. Its fleets' events
+	// A cluster appeared, or turned stale or fresh (of the watched
+	// clusters only, when the filter names some). Its fleets' events
 	// follow it.
 	ClusterChanged EventKind = "cluster"
 	// Synced ends the initial set, or the changes missed before a
@@ -459,6 +460,9 @@ func (v *view) diff(q Query, initial bool, from, to uint64) []pending {
 	var out []pending
 	var flipped []string
 	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if len(q.Clusters) > 0 && !slices.Contains(q.Clusters, name) {
+			continue // a watch of some clusters hears of them only
+		}
 		a, b := before(name), v.clusterAt(pt, name)
 		if b.known && a != b {
 			out = append(out, pending{kind: ClusterChanged, cluster: v.clusters[name], name: name, stale: b.stale})

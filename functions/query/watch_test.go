@@ -1,7 +1,9 @@
 package query_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -166,4 +168,50 @@ func TestStreamsEndBeforeTheTimeout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(body), "event: synced\n")
 	assert.True(t, strings.HasSuffix(string(body), "event: error\ndata: {\"code\":503,\"message\":\"the stream reached the function's timeout; resume with the last resume token\",\"status\":\"UNAVAILABLE\"}\n\n"), body)
+}
+
+// TestWatchFleetsOverPlainHTTP: any language can follow WatchFleets with
+// an HTTP client and a JSON parser: the Connect protocol frames each
+// message with a flag byte and a 4-byte big-endian length, and ends the
+// stream with a frame flagged 2 that carries any error.
+func TestWatchFleetsOverPlainHTTP(t *testing.T) {
+	srv := server(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	body := []byte(`{"filter":{"clusters":["pc"]}}`)
+	frame := append([]byte{0, 0, 0, 0, byte(len(body))}, body...)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/fleetcast.v1.InformationService/WatchFleets", bytes.NewReader(frame))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/connect+json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var kinds []string
+	for len(kinds) < 5 {
+		var head [5]byte
+		_, err := io.ReadFull(resp.Body, head[:])
+		require.NoError(t, err)
+		msg := make([]byte, binary.BigEndian.Uint32(head[1:]))
+		_, err = io.ReadFull(resp.Body, msg)
+		require.NoError(t, err)
+		require.Zero(t, head[0]&2, "the stream ended: %s", msg)
+		var m struct {
+			ResumeToken string
+			Cluster     *struct{ Cluster struct{ ClusterName string } }
+			Fleet       *struct {
+				Type  string
+				Fleet struct{ FleetName string }
+			}
+		}
+		require.NoError(t, json.Unmarshal(msg, &m), "%s", msg)
+		require.NotEmpty(t, m.ResumeToken)
+		switch {
+		case m.Cluster != nil:
+			kinds = append(kinds, "cluster "+m.Cluster.Cluster.ClusterName)
+		case m.Fleet != nil:
+			kinds = append(kinds, m.Fleet.Type+" "+m.Fleet.Fleet.FleetName)
+		}
+	}
+	assert.Equal(t, []string{"cluster pc", "CHANGE_TYPE_ADDED f0", "CHANGE_TYPE_ADDED f1", "CHANGE_TYPE_ADDED f2", "CHANGE_TYPE_ADDED f3"}, kinds)
 }

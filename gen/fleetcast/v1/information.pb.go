@@ -883,8 +883,9 @@ func (x *WatchFleetsRequest) GetResumeToken() string {
 }
 
 // WatchFleetsResponse is one message of a watch: a fleet or cluster
-// change, the end of the initial set, a reset, or a heartbeat. A watch
-// begins with a ClusterChange for every cluster, an ADDED FleetChange for
+// change, the end of the initial set, a restart, or a heartbeat. A watch
+// begins with a ClusterChange for every cluster (every one the filter
+// names, when it names some), an ADDED FleetChange for
 // every matching fleet, then Synced; then it sends each change as it
 // reaches the instance's view. Changes a client has not read yet are
 // coalesced: it receives each fleet's newest state, never a backlog.
