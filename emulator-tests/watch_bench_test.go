@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
@@ -23,6 +22,7 @@ import (
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -142,31 +142,12 @@ func benchmarkStreamFanout(b *testing.B, n int) {
 
 	heapBefore := heapInUse()
 	r := newReceipts(n)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	b.Cleanup(func() { cancel(); wg.Wait() })
-	synced := make(chan struct{}, n)
-	for i := range n {
-		st, err := client.WatchFleets(ctx, connect.NewRequest(&fleetcastv1.WatchFleetsRequest{
-			Filter: &fleetcastv1.FleetFilter{Clusters: []string{"c0"}, Selector: "platform=pc"}}))
-		require.NoError(b, err)
-		wg.Go(func() {
-			defer st.Close()
-			for st.Receive() {
-				switch ev := st.Msg().GetEvent().(type) {
-				case *fleetcastv1.WatchFleetsResponse_Synced:
-					synced <- struct{}{}
-				case *fleetcastv1.WatchFleetsResponse_Fleet:
-					if f := ev.Fleet.GetFleet(); f.GetFleetName() == "f00000" {
-						r.saw(i, f.GetVersion().GetSeq())
-					}
-				}
+	watchtest.Subscribe(b, client, n, &fleetcastv1.WatchFleetsRequest{Filter: &fleetcastv1.FleetFilter{Clusters: []string{"c0"}, Selector: "platform=pc"}},
+		func(sub int, f *fleetcastv1.FleetInformation) {
+			if f.GetFleetName() == "f00000" {
+				r.saw(sub, f.GetVersion().GetSeq())
 			}
 		})
-	}
-	for range n {
-		<-synced
-	}
 	heapPer := float64(heapInUse()-heapBefore) / float64(n) / 1024
 	// Warm: once a sync reads only a query's minimum, the fill is behind
 	// the view (a sync reads again what was written within COMMIT_LAG).

@@ -1,14 +1,20 @@
 package emulatortests
 
 import (
+	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pb33f/libopenapi"
+	"github.com/pb33f/libopenapi-validator/schema_validation"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleetapi"
@@ -17,6 +23,7 @@ import (
 	"github.com/fleetcast/fleetcast/internal/kubetest"
 	"github.com/fleetcast/fleetcast/internal/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
+	"github.com/fleetcast/fleetcast/schemas"
 )
 
 // queryServer serves the query function over HTTP/1.1 and h2c, from a
@@ -97,5 +104,58 @@ func TestWatchFollowsTheControlPlane(t *testing.T) {
 	each("the cluster going stale", "cluster "+p.cluster+" stale=true", "removed "+p.cluster+"/casual")
 	for _, s := range streams {
 		s.Close()
+	}
+}
+
+// TestWatchEventsMatchTheOpenAPIDocument: the data of every event GET
+// /v1/watch sends is the schema the OpenAPI document names for its event,
+// the closing error event included.
+func TestWatchEventsMatchTheOpenAPIDocument(t *testing.T) {
+	a := newAPI(t)
+	seed(a)
+	doc, err := libopenapi.NewDocument(schemas.QueryAPIOpenAPI)
+	require.NoError(t, err)
+	model, err := doc.BuildV3Model()
+	require.NoError(t, err)
+	schemaOf := map[string]string{"added": "Fleet", "modified": "Fleet", "removed": "Fleet", "cluster": "Cluster",
+		"synced": "WatchSynced", "heartbeat": "Heartbeat", "error": "StreamError"}
+	validator := schema_validation.NewSchemaValidator()
+
+	log := logging.New(io.Discard, logging.LevelWarning)
+	h := query.NewHandler(fleetapi.NewService(a.store, fleetapi.Options{Heartbeat: 100 * time.Millisecond, WatchPoll: 20 * time.Millisecond, Log: log}), log)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second) // the stream ends 2 s before: an error event
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/v1/watch?includeStale=true")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	seen := map[string]int{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	kind := ""
+	for sc.Scan() {
+		field, value, _ := strings.Cut(sc.Text(), ": ")
+		switch field {
+		case "event":
+			kind = value
+		case "data":
+			name, ok := schemaOf[kind]
+			require.True(t, ok, "event %q is not in the OpenAPI document", kind)
+			ok, errs := validator.ValidateSchemaString(model.Model.Components.Schemas.GetOrZero(name).Schema(), value)
+			for _, e := range errs {
+				t.Errorf("%s event: %s (%s): %s", kind, e.Message, e.Reason, value)
+			}
+			assert.True(t, ok)
+			if seen[kind]++; kind == "synced" {
+				a.put(fleetSpec{"pc", "games", "ranked", map[string]string{"platform": "pc"}, 1, 1, 1}) // modified
+			}
+		}
+	}
+	require.NoError(t, sc.Err())
+	for _, k := range []string{"added", "modified", "cluster", "synced", "heartbeat", "error"} {
+		assert.Positive(t, seen[k], "no %s event checked", k)
 	}
 }

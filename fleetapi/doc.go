@@ -9,4 +9,8 @@
 // documents written since its previous read (firestoredb stamps every
 // write with Firestore's commit time, tombstones included). Filtering,
 // ordering, pages and ETags are computed on the view.
+//
+// The view also records its changes in a bounded feed, which every Watch
+// of the Service follows: a watch of any filter, over any protocol, costs
+// no read of its own.
 package fleetapi

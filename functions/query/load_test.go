@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
+	"github.com/fleetcast/fleetcast/internal/watchtest"
 )
 
 // TestAThousandSubscribers: 1 000 Connect streams on one instance, beside a
@@ -47,33 +47,18 @@ func TestAThousandSubscribers(t *testing.T) {
 		at    time.Time
 	}
 	subs := make([]*seen, n)
-	synced := make(chan struct{}, n)
-	var wg sync.WaitGroup
-	for i := range n {
+	for i := range subs {
 		subs[i] = &seen{}
-		st, err := client.WatchFleets(t.Context(), connect.NewRequest(&fleetcastv1.WatchFleetsRequest{
-			Filter: &fleetcastv1.FleetFilter{Clusters: []string{"pc"}, Selector: "platform=pc"}}))
-		require.NoError(t, err)
-		wg.Go(func() {
-			defer st.Close()
-			for st.Receive() {
-				switch ev := st.Msg().GetEvent().(type) {
-				case *fleetcastv1.WatchFleetsResponse_Synced:
-					synced <- struct{}{}
-				case *fleetcastv1.WatchFleetsResponse_Fleet:
-					if f := ev.Fleet.GetFleet(); f.GetFleetName() == "f0" {
-						s := subs[i]
-						s.mu.Lock()
-						s.ready, s.at = f.GetReadyGameservers(), time.Now()
-						s.mu.Unlock()
-					}
-				}
+	}
+	watchtest.Subscribe(t, client, n, &fleetcastv1.WatchFleetsRequest{Filter: &fleetcastv1.FleetFilter{Clusters: []string{"pc"}, Selector: "platform=pc"}},
+		func(sub int, f *fleetcastv1.FleetInformation) {
+			if f.GetFleetName() == "f0" {
+				s := subs[sub]
+				s.mu.Lock()
+				s.ready, s.at = f.GetReadyGameservers(), time.Now()
+				s.mu.Unlock()
 			}
 		})
-	}
-	for range n {
-		<-synced
-	}
 	var after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -109,6 +94,4 @@ func TestAThousandSubscribers(t *testing.T) {
 		slices.Sort(lat)
 		t.Logf("change → %d subscribers (poll every 5 ms): p50 %v, p99 %v, max %v", n, lat[n/2], lat[n*99/100], lat[n-1])
 	}
-	srv.CloseClientConnections()
-	wg.Wait()
 }

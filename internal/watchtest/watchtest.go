@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -212,4 +213,39 @@ func Strings(events []Event) []string {
 		out = append(out, e.String())
 	}
 	return out
+}
+
+// Subscribe opens n WatchFleets streams of req through client, as n
+// subscribers would, and returns once each has received its initial set.
+// Each stream calls saw with its index for every fleet event, from its own
+// goroutine, until the test ends.
+func Subscribe(tb testing.TB, client fleetcastv1connect.InformationServiceClient, n int, req *fleetcastv1.WatchFleetsRequest,
+	saw func(sub int, f *fleetcastv1.FleetInformation)) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	tb.Cleanup(func() { cancel(); wg.Wait() })
+	synced := make(chan struct{}, n)
+	for i := range n {
+		st, err := client.WatchFleets(ctx, connect.NewRequest(req))
+		require.NoError(tb, err)
+		wg.Go(func() {
+			defer st.Close()
+			for st.Receive() {
+				switch ev := st.Msg().GetEvent().(type) {
+				case *fleetcastv1.WatchFleetsResponse_Synced:
+					synced <- struct{}{}
+				case *fleetcastv1.WatchFleetsResponse_Fleet:
+					saw(i, ev.Fleet.GetFleet())
+				}
+			}
+		})
+	}
+	for range n {
+		select {
+		case <-synced:
+		case <-time.After(Lifetime):
+			tb.Fatalf("the %d subscribers did not all receive their initial set", n)
+		}
+	}
 }
