@@ -7,9 +7,12 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 )
 
-// feedSize bounds the changes a view keeps for watches that catch up,
-// whatever the rate of change: 65 536 changes of pointers, about 3 MiB.
-const feedSize = 1 << 16
+// feedSize bounds the changes a view keeps for watches that catch up or
+// resume, whatever the rate of change: 16 384 changes, 1 MiB of pointers,
+// which keep alive the documents they point to (the states replaced since;
+// about 16 MiB at the 1 KiB of a typical fleet document). A watch further
+// behind restarts.
+const feedSize = 1 << 14
 
 // change is one change of the view: a live fleet's state before (nil
 // when it was not in the view) and after (nil when it left it), or, when

@@ -46,7 +46,7 @@ const (
 	// Restart: the watch starts over. Forget every fleet held; the
 	// whole set follows, then Synced. Sent when a resume token cannot be used (another
 	// instance's, or older than the changes the instance keeps), or
-	// when the client fell more than 65 536 changes behind.
+	// when the client fell more than 16 384 changes behind.
 	Restart EventKind = "restart"
 	// Heartbeat is sent every Options.Heartbeat: a client that hears
 	// nothing for longer knows the stream is dead.
