@@ -1,9 +1,9 @@
 // Package firestoredb applies fleet events to Firestore: one document per
 // fleet in "fleets", one per cluster in "clusters". Every write is a
-// compare-and-set on the stored version inside a transaction on a single
-// document, so duplicates and reordered deliveries converge on the newest
-// state and nothing is written when the stored document already reflects
-// the event.
+// compare-and-set on one document (a read, then a write on the condition
+// that the document is still as read: two RPCs), so duplicates and
+// reordered deliveries converge on the newest state and nothing is written
+// when the stored document already reflects the event.
 package firestoredb
 
 import (
@@ -118,22 +118,17 @@ func (s *Store) ClusterRef(cluster string) *firestore.DocumentRef {
 func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (Result, error) {
 	ref := s.FleetRef(ev.Key())
 	var res Result
-	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		stored, err := getFleet(tx, ref)
-		if err != nil {
-			return err
-		}
+	wrote, err := compareAndSet(ctx, ref, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
 		now := s.now()
 		next, outcome := fleet.ApplyFleetEvent(stored, ev, now, s.retention)
 		res = Result{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
-		if next == nil {
-			return nil
-		}
-		res.Writes = 1
-		return tx.Set(ref, next)
+		return next, nil
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("apply %s %s at %v: %w", ev.Kind, ev.Key(), ev.Version, err)
+	}
+	if wrote {
+		res.Writes = 1
 	}
 	return res, nil
 }
@@ -150,30 +145,19 @@ func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (Result, erro
 		return res, fmt.Errorf("reconcile snapshot %s at %v part %d/%d: %w", ev.Cluster, ev.Version, ev.Snapshot.Part+1, ev.Snapshot.Parts, err)
 	}
 	ref := s.ClusterRef(ev.Cluster)
-	err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		res.ClusterUpdated = false
-		var stored *fleet.ClusterDocument
-		snap, err := tx.Get(ref)
-		switch {
-		case status.Code(err) == codes.NotFound:
-		case err != nil:
-			return err
-		default:
-			stored = new(fleet.ClusterDocument)
-			if err := snap.DataTo(stored); err != nil {
-				// The cluster document is derived from the newest
-				// snapshot alone: rewrite it rather than lose the
-				// heartbeat.
-				stored = nil
-				res.ClusterRepaired = true
-			}
+	decode := func(snap *firestore.DocumentSnapshot) (*fleet.ClusterDocument, error) {
+		stored := new(fleet.ClusterDocument)
+		if err := snap.DataTo(stored); err != nil {
+			// The cluster document is derived from the newest
+			// snapshot alone: rewrite it rather than lose the
+			// heartbeat.
+			res.ClusterRepaired = true
+			return nil, nil
 		}
-		next := fleet.ApplySnapshotToCluster(stored, ev, s.now())
-		if next == nil {
-			return nil
-		}
-		res.ClusterUpdated = true
-		return tx.Set(ref, next)
+		return stored, nil
+	}
+	res.ClusterUpdated, err = compareAndSet(ctx, ref, decode, func(stored *fleet.ClusterDocument) (*fleet.ClusterDocument, error) {
+		return fleet.ApplySnapshotToCluster(stored, ev, s.now()), nil
 	})
 	if err != nil {
 		return res, fmt.Errorf("update cluster %s from snapshot at %v: %w", ev.Cluster, ev.Version, err)
@@ -252,19 +236,11 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, e
 // tombstone re-reads one document in a transaction and tombstones it if the
 // snapshot still says so: an upsert may have landed since the query.
 func (s *Store) tombstone(ctx context.Context, ref *firestore.DocumentRef, ev fleet.Event) (bool, error) {
-	var done bool
-	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		done = false
-		stored, err := getFleet(tx, ref)
-		if err != nil || stored == nil {
-			return err
+	done, err := compareAndSet(ctx, ref, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
+		if stored == nil {
+			return nil, nil
 		}
-		next := fleet.ReconcileSnapshot(stored, ev, s.now(), s.retention)
-		if next == nil {
-			return nil
-		}
-		done = true
-		return tx.Set(ref, next)
+		return fleet.ReconcileSnapshot(stored, ev, s.now(), s.retention), nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("tombstone %s: %w", ref.ID, err)
@@ -272,18 +248,11 @@ func (s *Store) tombstone(ctx context.Context, ref *firestore.DocumentRef, ev fl
 	return done, nil
 }
 
-// getFleet reads a fleet document in tx; nil when there is none.
-func getFleet(tx *firestore.Transaction, ref *firestore.DocumentRef) (*fleet.Document, error) {
-	snap, err := tx.Get(ref)
-	if status.Code(err) == codes.NotFound {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
+// decodeFleet decodes a stored fleet document.
+func decodeFleet(snap *firestore.DocumentSnapshot) (*fleet.Document, error) {
 	var d fleet.Document
 	if err := snap.DataTo(&d); err != nil {
-		return nil, unreadable(ref.Path, err)
+		return nil, unreadable(snap.Ref.Path, err)
 	}
 	return &d, nil
 }

@@ -304,3 +304,74 @@ func BenchmarkReconcile(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "fleets/s")
 }
+
+// TestAnUpsertCostsAtMostTwoRPCs: a read and a conditional write for a
+// change (a creation included), the read alone for a duplicate; no
+// transaction to begin, commit or roll back.
+func TestAnUpsertCostsAtMostTwoRPCs(t *testing.T) {
+	var rpcs emulator.RPCs
+	c := emulator.Firestore(t, emulator.ProjectID(t), rpcs.FirestoreOptions(t)...)
+	s := firestoredb.New(c, time.Hour, time.Now)
+	apply := func(ev fleet.Event) map[string]int {
+		rpcs.Take()
+		_, err := s.Apply(t.Context(), ev)
+		require.NoError(t, err)
+		return rpcs.Take()
+	}
+	assert.Equal(t, map[string]int{"BatchGetDocuments": 1, "Commit": 1}, apply(upsert("f", 1, 1, 1)), "a creation")
+	assert.Equal(t, map[string]int{"BatchGetDocuments": 1, "Commit": 1}, apply(upsert("f", 1, 2, 2)), "a change")
+	assert.Equal(t, map[string]int{"BatchGetDocuments": 1}, apply(upsert("f", 1, 2, 2)), "a duplicate")
+	assert.Equal(t, map[string]int{"BatchGetDocuments": 1}, apply(upsert("f", 1, 1, 1)), "a stale event")
+	del := upsert("f", 1, 3, 0)
+	del.Kind, del.Fleet = fleet.KindDelete, fleet.State{}
+	assert.Equal(t, map[string]int{"BatchGetDocuments": 1, "Commit": 1}, apply(del), "a delete")
+}
+
+// TestAWriteReplacesTheWholeDocument: a conditional write leaves exactly
+// the new state: fields the new state omits, and fields of no version of
+// the schema, are gone; writtenAt is the commit time of each write.
+func TestAWriteReplacesTheWholeDocument(t *testing.T) {
+	s, c := newStore(t)
+	_, err := s.Apply(t.Context(), upsert("f", 1, 1, 1))
+	require.NoError(t, err)
+	first, snap := get(t, s, "f")
+	require.NotEmpty(t, first.Labels)
+	_, err = snap.Ref.Update(t.Context(), []firestore.Update{{Path: "legacy", Value: "x"}})
+	require.NoError(t, err)
+
+	next := upsert("f", 1, 2, 5)
+	next.Fleet.Labels = nil
+	_, err = s.Apply(t.Context(), next)
+	require.NoError(t, err)
+	d, snap := get(t, s, "f")
+	assert.Nil(t, d.Labels)
+	assert.NotContains(t, snap.Data(), "labels")
+	assert.NotContains(t, snap.Data(), "legacy")
+	assert.EqualValues(t, 5, d.Status.ReadyReplicas)
+	assert.True(t, d.WrittenAt.After(first.WrittenAt), "stamped again")
+	assert.WithinDuration(t, snap.UpdateTime, d.WrittenAt, 10*time.Millisecond, "by the server, at the write (the emulator's stamp is a little earlier than its update time)")
+
+	// A tombstone written the same way keeps only what a tombstone has.
+	del := upsert("f", 1, 3, 0)
+	del.Kind, del.Fleet = fleet.KindDelete, fleet.State{}
+	_, err = s.Apply(t.Context(), del)
+	require.NoError(t, err)
+	snap, err = snap.Ref.Get(t.Context())
+	require.NoError(t, err)
+	want, _ := fleet.ApplyFleetEvent(d, del, time.Now(), time.Hour)
+	require.NotNil(t, want)
+	got := map[string]bool{}
+	for k := range snap.Data() {
+		got[k] = true
+	}
+	wantFields := map[string]bool{}
+	ref := c.Collection("scratch").Doc("tombstone")
+	_, err = ref.Set(t.Context(), want)
+	require.NoError(t, err)
+	setSnap, err := ref.Get(t.Context())
+	require.NoError(t, err)
+	for k := range setSnap.Data() {
+		wantFields[k] = true
+	}
+	assert.Equal(t, wantFields, got, "the fields Set would have written")
+}

@@ -8,7 +8,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"math"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 
 	"cloud.google.com/go/firestore"
@@ -53,11 +56,11 @@ func ProjectID(tb testing.TB) string {
 }
 
 // Firestore returns a client of the Firestore emulator for project,
-// closed when the test ends.
-func Firestore(tb testing.TB, project string) *firestore.Client {
+// closed when the test ends; opts are added to the client's.
+func Firestore(tb testing.TB, project string, opts ...option.ClientOption) *firestore.Client {
 	tb.Helper()
 	Host(tb, FirestoreHostEnv)
-	c, err := firestore.NewClient(context.Background(), project)
+	c, err := firestore.NewClient(context.Background(), project, opts...)
 	if err != nil {
 		tb.Fatalf("firestore client: %v", err)
 	}
@@ -99,4 +102,67 @@ func EmulatorOptions(host string) []option.ClientOption {
 		option.WithoutAuthentication(),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
 	}
+}
+
+// RPCs counts the RPCs a client sends, by method.
+type RPCs struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// FirestoreOptions are the options of a Firestore emulator client that
+// counts its RPCs in r: its own connection (the client ignores dial
+// options with the emulator), as the client would dial it, with counting
+// interceptors.
+func (r *RPCs) FirestoreOptions(tb testing.TB) []option.ClientOption {
+	tb.Helper()
+	host := Host(tb, FirestoreHostEnv)
+	count := func(method string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.n == nil {
+			r.n = map[string]int{}
+		}
+		r.n[method[strings.LastIndex(method, "/")+1:]]++
+	}
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		count(method)
+		return invoke(ctx, method, req, reply, cc, opts...)
+	}
+	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		count(method)
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+host,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(ownerCreds{}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)),
+		grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream))
+	if err != nil {
+		tb.Fatalf("dial the Firestore emulator: %v", err)
+	}
+	tb.Cleanup(func() { _ = conn.Close() })
+	return []option.ClientOption{option.WithGRPCConn(conn)}
+}
+
+// ownerCreds are the emulator's credentials, as the Firestore client
+// sends them: every request is the owner's.
+type ownerCreds struct{}
+
+func (ownerCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer owner"}, nil
+}
+
+func (ownerCreds) RequireTransportSecurity() bool { return false }
+
+// Take returns the counts since the last Take, and starts again.
+func (r *RPCs) Take() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.n
+	r.n = nil
+	if out == nil {
+		out = map[string]int{}
+	}
+	return out
 }
