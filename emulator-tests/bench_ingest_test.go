@@ -14,6 +14,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
 	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/logging"
 )
 
 var (
@@ -27,7 +28,10 @@ var (
 // (max_instance_request_concurrency = 1), and with 8 requests in flight.
 // "changed" events each carry a new version and state for one of 100
 // fleets; "duplicate" re-sends the events of the round before (a
-// redelivery). Writes per event come from the function's own log.
+// redelivery). Writes per event come from the function's own log, and so
+// do its log bytes per event: a changed event logs one INFO line, a
+// duplicate a DEBUG line (not logged at INFO) and its share of a summary
+// line a minute.
 func BenchmarkIngestFunction(b *testing.B) {
 	host := emulator.Host(b, emulator.FirestoreHostEnv)
 	fn, err := startFunctionTarget("IngestFleetEvents", host, "LOG_LEVEL=INFO")
@@ -58,7 +62,12 @@ func benchmarkIngest(b *testing.B, fn *function, inFlight int) {
 		return out
 	}
 	n := 0
-	send := func(evs []fleet.Event) (perSecond, writesPerEvent float64) {
+	// send pushes evs and returns the rate, the writes per event and the
+	// log bytes per event. Every line of evs is logged before a marker
+	// event sent after them has its line: the function's output is one
+	// ordered stream.
+	send := func(evs []fleet.Event) (perSecond, writesPerEvent, logBytesPerEvent float64) {
+		logged := fn.logs.size()
 		ids := make([]string, len(evs))
 		bodies := make([][]byte, len(evs))
 		for i, ev := range evs {
@@ -95,26 +104,43 @@ func benchmarkIngest(b *testing.B, fn *function, inFlight int) {
 		close(next)
 		wg.Wait()
 		elapsed := time.Since(start)
+		logBytes := fn.logs.size() - logged // before the marker's line
+		seq++
+		marker := fleet.Event{SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindUpsert, Cluster: cluster,
+			Version: fleet.Version{Term: 1, Seq: seq}, ObservedAt: fleet.MicrosOf(time.Now()), Publisher: fleet.Publisher{ID: "bench"},
+			Namespace: "games", Name: "marker", Fleet: fleet.State{UID: "m", Status: fleet.Status{ReadyReplicas: seq}}}
+		data, err := fleet.EncodeEvent(marker)
+		require.NoError(b, err)
+		n++
+		markerID := fmt.Sprintf("%s-%d", cluster, n)
+		resp, err := http.Post(pushURL(fn, cluster), "application/json", bytes.NewReader(mustJSON(b, ingest.MessagePublishedData{
+			Message: ingest.PubsubMessage{Data: data, MessageID: markerID, PublishTime: time.Now().UTC()}})))
+		require.NoError(b, err)
+		resp.Body.Close()
+		fn.logs.waitMessage(b, markerID, ingested)
+		logBytes = max(logBytes, 0)
 		writes := 0.0
 		for _, id := range ids {
-			for _, l := range fn.logs.waitMessage(b, id, ingested) {
+			for _, l := range fn.logs.matching(logging.KeyMessageID, id) {
 				if w, ok := l["writes"].(float64); ok {
 					writes += w
 				}
 			}
 		}
-		return float64(len(evs)) / elapsed.Seconds(), writes / float64(len(evs))
+		return float64(len(evs)) / elapsed.Seconds(), writes / float64(len(evs)), float64(logBytes) / float64(len(evs))
 	}
 
-	var changed, dup, changedWrites, dupWrites []float64
+	var changed, dup, changedWrites, dupWrites, changedLog, dupLog []float64
 	send(events()) // create the documents: later rounds update them
 	for range *ingestRounds {
 		evs := events()
-		rate, w := send(evs)
-		changed, changedWrites = append(changed, rate), append(changedWrites, w)
-		rate, w = send(evs)
-		dup, dupWrites = append(dup, rate), append(dupWrites, w)
+		rate, w, l := send(evs)
+		changed, changedWrites, changedLog = append(changed, rate), append(changedWrites, w), append(changedLog, l)
+		rate, w, l = send(evs)
+		dup, dupWrites, dupLog = append(dup, rate), append(dupWrites, w), append(dupLog, l)
 	}
+	b.ReportMetric(quantile(changedLog, 0.5), "changed-log-bytes/ev")
+	b.ReportMetric(quantile(dupLog, 0.5), "duplicate-log-bytes/ev")
 	reportSpread(b, "changed", "ev/s", changed)
 	reportSpread(b, "duplicate", "ev/s", dup)
 	b.ReportMetric(quantile(changedWrites, 0.5), "changed-writes/ev")

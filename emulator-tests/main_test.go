@@ -170,7 +170,15 @@ func freePort() (string, error) {
 type logCollector struct {
 	mu    sync.Mutex
 	lines []map[string]any
+	bytes int64         // of every line, newlines included
 	cond  chan struct{} // closed and replaced on every new line
+}
+
+// size returns the bytes logged so far.
+func (c *logCollector) size() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
 }
 
 func (c *logCollector) collect(r io.Reader) {
@@ -186,6 +194,7 @@ func (c *logCollector) collect(r io.Reader) {
 		}
 		c.mu.Lock()
 		c.lines = append(c.lines, line)
+		c.bytes += int64(len(text)) + 1
 		if c.cond != nil {
 			close(c.cond)
 			c.cond = nil

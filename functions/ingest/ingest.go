@@ -23,6 +23,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,7 +70,18 @@ type Handler struct {
 	// dropped counts the messages this instance acknowledged without
 	// applying them; every drop's log line carries it.
 	dropped atomic.Int64
+	// unchanged counts the duplicates and stale events since the last
+	// summary line (their own lines are DEBUG), and since the start.
+	mu             sync.Mutex
+	unchanged      map[fleet.Outcome]int64
+	unchangedTotal map[fleet.Outcome]int64
+	lastSummary    time.Time
 }
+
+// SummaryInterval is how often, at most, an instance logs how many events
+// it found already applied (duplicates) or outdated (stale): each of those
+// is a DEBUG line of its own.
+const SummaryInterval = time.Minute
 
 // NewHandler returns a Handler applying events to store, logging to log,
 // configured by cfg (TopicPrefix, MaxClockSkew, TombstoneRetention and
@@ -169,9 +181,38 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 		}
 	} else {
 		attrs = append(attrs, logging.KeyOutcome, string(res.Outcome))
+		if !res.Outcome.Writes() {
+			// Redeliveries and refreshes: routine, and as many as the
+			// changes. One summary line counts them.
+			h.log.DebugContext(ctx, "fleet event ingested", attrs...)
+			h.countUnchanged(ctx, res.Outcome)
+			return nil
+		}
 	}
 	h.log.InfoContext(ctx, "fleet event ingested", attrs...)
 	return nil
+}
+
+// countUnchanged counts an event that changed nothing, and logs the
+// counts once SummaryInterval has passed since the last summary.
+func (h *Handler) countUnchanged(ctx context.Context, o fleet.Outcome) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.unchanged == nil {
+		h.unchanged, h.unchangedTotal, h.lastSummary = map[fleet.Outcome]int64{}, map[fleet.Outcome]int64{}, h.now()
+	}
+	h.unchanged[o]++
+	h.unchangedTotal[o]++
+	now := h.now()
+	if now.Sub(h.lastSummary) < SummaryInterval {
+		return
+	}
+	h.log.InfoContext(ctx, "fleet events that changed nothing",
+		"duplicates", h.unchanged[fleet.OutcomeDuplicate], "stale", h.unchanged[fleet.OutcomeStale],
+		"sinceMillis", now.Sub(h.lastSummary).Milliseconds(),
+		"duplicatesTotal", h.unchangedTotal[fleet.OutcomeDuplicate], "staleTotal", h.unchangedTotal[fleet.OutcomeStale])
+	clear(h.unchanged)
+	h.lastSummary = now
 }
 
 // sourcePattern is a Pub/Sub topic as a CloudEvent's source names it.

@@ -186,3 +186,46 @@ func TestConfigFromEnv(t *testing.T) {
 		assert.ErrorContains(t, err, k)
 	}
 }
+
+// outcomes is an Applier that answers each event with the next outcome.
+type outcomes []fleet.Outcome
+
+func (o *outcomes) Apply(context.Context, fleet.Event) (firestoredb.Result, error) {
+	out := (*o)[0]
+	*o = (*o)[1:]
+	w := 0
+	if out.Writes() {
+		w = 1
+	}
+	return firestoredb.Result{Outcome: out, Writes: w}, nil
+}
+
+// TestUnchangedEventsAreCountedNotLogged: at INFO, an event that changed
+// something has its line; duplicates and stale events have DEBUG lines,
+// and one summary line a minute counts them.
+func TestUnchangedEventsAreCountedNotLogged(t *testing.T) {
+	var logs bytes.Buffer
+	clock := now
+	store := outcomes{fleet.OutcomeCreated, fleet.OutcomeDuplicate, fleet.OutcomeStale, fleet.OutcomeDuplicate, fleet.OutcomeUpdated, fleet.OutcomeDuplicate}
+	h := ingest.NewHandler(&store, logging.New(&logs, slog.LevelInfo),
+		ingest.Config{TopicPrefix: ingest.DefaultTopicPrefix, MaxClockSkew: time.Hour, TombstoneRetention: time.Hour, EventTimeout: time.Second},
+		func() time.Time { return clock })
+	for i := range 6 {
+		if i == 5 {
+			clock = clock.Add(ingest.SummaryInterval)
+		}
+		require.NoError(t, h.Handle(t.Context(), cloudEvent(t, map[string]any{"message": map[string]any{"data": validEvent(t), "messageId": fmt.Sprint(i)}})))
+	}
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m))
+		lines = append(lines, m)
+	}
+	require.Len(t, lines, 3, logs.String())
+	assert.Equal(t, "created", lines[0]["outcome"])
+	assert.Equal(t, "updated", lines[1]["outcome"])
+	assert.Equal(t, "fleet events that changed nothing", lines[2]["message"])
+	assert.EqualValues(t, 3, lines[2]["duplicates"])
+	assert.EqualValues(t, 1, lines[2]["stale"])
+}
