@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"slices"
@@ -56,9 +57,11 @@ type AgentConfig struct {
 	// SnapshotPartBytes is the size snapshot parts aim at.
 	SnapshotPartBytes int
 	// RefreshInterval, if positive, re-sends every fleet's last event
-	// (same version) once it is that old, with the snapshots: the ingest
-	// side writes nothing for what it has, and heals what was lost after
-	// Pub/Sub accepted it (a message dead-lettered, a subscription reset).
+	// (same version) once it is that old (Refresh): the ingest side
+	// writes nothing for what it has, and heals what was lost after
+	// Pub/Sub accepted it (a message dead-lettered, a subscription
+	// reset). A term's first publishes are spread over the interval, so
+	// refreshes come at an even rate, never in a burst of every fleet.
 	RefreshInterval time.Duration
 }
 
@@ -172,6 +175,8 @@ func (a *Agent) StartTerm(term int64) {
 		a.cancel(e)
 		e.published, e.lastEmit = nil, time.Time{}
 		a.emitUpsert(k, e)
+		// Due at a point of the interval of its own, by its key.
+		e.lastSent = e.lastEmit.Add(-spread(k, a.cfg.RefreshInterval))
 	}
 	a.snapshotLocked()
 	a.metrics.Leader.Set(1)
@@ -203,6 +208,44 @@ func (a *Agent) Snapshot() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.snapshotLocked()
+}
+
+// Refresh re-sends the last event of every fleet not sent for
+// RefreshInterval. Called every RefreshTick, it sends about
+// fleets × RefreshTick / RefreshInterval events each time. It does
+// nothing while not the writer.
+func (a *Agent) Refresh() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.term == 0 || a.cfg.RefreshInterval <= 0 {
+		return
+	}
+	now := a.clock.Now()
+	for k, e := range a.fleets {
+		if e.published != nil && now.Sub(e.lastSent) >= a.cfg.RefreshInterval {
+			// Same version, observed now: the state is still the
+			// fleet's as of this moment, and the ingest side refuses
+			// observations older than its tombstones.
+			a.sink.Enqueue(a.upsertEvent(k, e, now))
+			e.lastSent = now
+			a.metrics.Refreshed.Inc()
+		}
+	}
+}
+
+// RefreshTick is how often Refresh runs for a refresh interval: every
+// second (a hundredth of short intervals), so that refreshes keep an even
+// rate.
+func RefreshTick(interval time.Duration) time.Duration {
+	return min(time.Second, max(interval/100, 10*time.Millisecond))
+}
+
+// spread places a fleet in the refresh interval by its key: a fraction of
+// the interval from a hash of the key, the same in every term.
+func spread(k fleet.Key, interval time.Duration) time.Duration {
+	h := fnv.New32a()
+	h.Write([]byte(k.DocID()))
+	return time.Duration(float64(interval) * float64(h.Sum32()) / (1 << 32))
 }
 
 // Flush publishes every pending trailing update now, for shutdown.
@@ -274,14 +317,6 @@ func (a *Agent) snapshotLocked() {
 	for k, e := range a.fleets {
 		if e.published == nil {
 			continue // never valid enough to publish; the ingest side drops it
-		}
-		if a.cfg.RefreshInterval > 0 && now.Sub(e.lastSent) >= a.cfg.RefreshInterval {
-			// Same version, observed now: the state is still the
-			// fleet's as of this moment, and the ingest side refuses
-			// observations older than its tombstones.
-			a.sink.Enqueue(a.upsertEvent(k, e, now))
-			e.lastSent = now
-			a.metrics.Refreshed.Inc()
 		}
 		entries = append(entries, fleet.SnapshotEntry{Namespace: k.Namespace, Name: k.Name, Version: e.version})
 		totals.Add(e.published.Status)

@@ -302,14 +302,49 @@ func TestAgentRefreshesUnchangedFleetsAsObservedNow(t *testing.T) {
 	require.Equal(t, fleet.KindUpsert, published.Kind)
 
 	clk.Step(48 * time.Hour)
-	a.Snapshot()
+	a.Refresh()
 	evs := sink.take(t)
-	require.Equal(t, []fleet.Kind{fleet.KindUpsert, fleet.KindSnapshot}, kinds(evs))
+	require.Equal(t, []fleet.Kind{fleet.KindUpsert}, kinds(evs))
 	refresh := evs[0]
 	assert.Equal(t, published.Version, refresh.Version, "the same version: a duplicate where it arrived")
 	assert.Equal(t, published.Fleet, refresh.Fleet)
 	assert.Equal(t, fleet.MicrosOf(clk.Now()), refresh.ObservedAt, "observed at the refresh")
 	assert.NoError(t, fleet.CheckTimes(refresh, clk.Now(), 24*time.Hour, fleet.DefaultMaxClockSkew))
+}
+
+// TestAgentRefreshesAtAnEvenRate: a term's 1 000 fleets, published at once,
+// are refreshed over the interval, never all in one tick; each once per
+// interval.
+func TestAgentRefreshesAtAnEvenRate(t *testing.T) {
+	a, sink, clk := newTestAgent(t)
+	a.cfg.RefreshInterval = 10 * time.Minute
+	for i := range 1000 {
+		a.Upsert(key(fmt.Sprintf("f%04d", i)), state(1))
+	}
+	a.StartTerm(100)
+	sink.take(t)
+	tick := RefreshTick(a.cfg.RefreshInterval)
+	perTick := map[int]int{}
+	sent := map[string]int{}
+	for i := range int(a.cfg.RefreshInterval / tick) {
+		clk.Step(tick)
+		a.Refresh()
+		for _, ev := range sink.take(t) {
+			perTick[i]++
+			sent[ev.Name]++
+		}
+	}
+	assert.Len(t, sent, 1000, "every fleet refreshed within the interval")
+	for name, n := range sent {
+		require.Equal(t, 1, n, name)
+	}
+	most := 0
+	for _, n := range perTick {
+		most = max(most, n)
+	}
+	// 1 000 over 600 ticks: about 1.7 a tick; a hash spreads them, with
+	// a Poisson-like tail.
+	assert.LessOrEqual(t, most, 10, "no burst")
 }
 
 // TestAgentSnapshotsOfAnyValidClusterAreValid: fleets that together name

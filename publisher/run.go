@@ -153,12 +153,20 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		leadMu.Unlock()
 		ticker := time.NewTicker(cfg.SnapshotInterval)
 		defer ticker.Stop()
+		var refresh <-chan time.Time
+		if cfg.RefreshInterval > 0 {
+			t := time.NewTicker(RefreshTick(cfg.RefreshInterval))
+			defer t.Stop()
+			refresh = t.C
+		}
 		for {
 			select {
 			case <-lctx.Done():
 				return
 			case <-ticker.C:
 				agent.Snapshot()
+			case <-refresh:
+				agent.Refresh()
 			}
 		}
 	}
