@@ -24,6 +24,8 @@ const (
 	fieldDeleted   = "deleted"
 	fieldVersion   = "version"
 	fieldWrittenAt = "writtenAt"
+	fieldDocID     = "docID"
+	fieldDocIDHash = "docIDHash"
 )
 
 // Reads returns the documents this store has read, as Firestore bills

@@ -10,11 +10,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore"
+	firestorepb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
@@ -27,18 +29,35 @@ import (
 // at once: they touch distinct documents, so they do not contend.
 const reconcileWorkers = 8
 
+// DefaultFullReconcileEvery: one snapshot part in this many, on average,
+// reads its range's documents even when the aggregation agrees: 20 at the
+// default 30 s snapshot interval is a full check of each range about every
+// 10 minutes.
+const DefaultFullReconcileEvery = 20
+
 // Store applies events to one Firestore database.
 type Store struct {
 	client    *firestore.Client
 	retention time.Duration
 	now       func() time.Time
-	reads     atomic.Int64 // billed document reads of queries (read.go)
+	reads     atomic.Int64 // billed document reads of queries (read.go, reconcile)
+	// fullEvery: see DefaultFullReconcileEvery; 1 reads every part's
+	// documents.
+	fullEvery int
 }
 
 // New returns a Store writing through client. Tombstones expire retention
 // after they are written; now is the clock for ingestedAt and expireAt.
 func New(client *firestore.Client, retention time.Duration, now func() time.Time) *Store {
-	return &Store{client: client, retention: retention, now: now}
+	return &Store{client: client, retention: retention, now: now, fullEvery: DefaultFullReconcileEvery}
+}
+
+// WithFullReconcileEvery sets how many snapshot parts, on average, one
+// reads its range's documents although the aggregation agrees (at least
+// 1: every part).
+func (s *Store) WithFullReconcileEvery(n int) *Store {
+	s.fullEvery = max(n, 1)
+	return s
 }
 
 // Result reports what applying one event did.
@@ -169,9 +188,15 @@ func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (Result, erro
 }
 
 // reconcile tombstones the live fleets in the part's range that the part
-// does not list and that are older than the snapshot. It reads only the
-// fields the decision needs. Documents that cannot be decoded are skipped
-// and named in the second result.
+// does not list and that are older than the snapshot. It first asks
+// Firestore for the count and the sum of IDHash of the live documents in
+// the range (one read per 1 000 of them): when both are the part's, the
+// live documents are the part's fleets and there is nothing to tombstone.
+// Otherwise, and for one part in fullEvery (chosen by its version, so that
+// every redelivery agrees), it reads the documents, only the fields the
+// decision needs; a live document written before documents carried their
+// ID is given it, so that later parts agree. Documents that cannot be
+// decoded are skipped and named in the second result.
 func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, error) {
 	lo, hi := fleet.ClusterPrefix(ev.Cluster)
 	if start := ev.Snapshot.Start; !start.IsZero() {
@@ -181,11 +206,22 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, e
 		hi = end.Key(ev.Cluster).DocID()
 	}
 	coll := s.client.Collection(FleetsCollection)
+	if !s.fullCheck(ev) {
+		count, sum, err := s.liveIDHashes(ctx, lo, hi)
+		if err != nil {
+			return 0, nil, fmt.Errorf("aggregate fleets of %s in [%s, %s): %w", ev.Cluster, lo, hi, err)
+		}
+		if wantCount, wantSum := ev.Snapshot.IDHashes(ev.Cluster); count == wantCount && sum == wantSum {
+			return 0, nil, nil
+		}
+	}
 	it := coll.Where(firestore.DocumentID, ">=", coll.Doc(lo)).
 		Where(firestore.DocumentID, "<", coll.Doc(hi)).
-		Select(fieldCluster, fieldNamespace, fieldName, fieldDeleted, fieldVersion).
+		Select(fieldCluster, fieldNamespace, fieldName, fieldDeleted, fieldVersion, fieldDocID).
 		Documents(ctx)
 	defer it.Stop()
+	read := int64(0)
+	defer func() { s.reads.Add(max(1, read)) }()
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(reconcileWorkers)
@@ -208,15 +244,19 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, e
 			_ = g.Wait()
 			return int(tombstoned.Load()), bad, fmt.Errorf("list fleets of %s in [%s, %s): %w", ev.Cluster, lo, hi, err)
 		}
+		read++
 		var d fleet.Document
 		if err := snap.DataTo(&d); err != nil {
 			skip(snap.Ref.ID)
 			continue
 		}
+		ref := snap.Ref
 		if fleet.ReconcileSnapshot(&d, ev, s.now(), s.retention) == nil {
+			if d.DocID == "" && !d.Deleted {
+				g.Go(func() error { return s.backfillDocID(gctx, ref) })
+			}
 			continue
 		}
-		ref := snap.Ref
 		g.Go(func() error {
 			done, err := s.tombstone(gctx, ref, ev)
 			if errors.Is(err, fleet.ErrPermanent) {
@@ -231,6 +271,61 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, e
 	}
 	err := g.Wait()
 	return int(tombstoned.Load()), bad, err
+}
+
+// fullCheck reports whether a part reads its range's documents whatever
+// the aggregation says: one in fullEvery, by its version and part.
+func (s *Store) fullCheck(ev fleet.Event) bool {
+	if s.fullEvery <= 1 {
+		return true
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%d/%d", ev.Version.Term, ev.Version.Seq, ev.Snapshot.Part)
+	return h.Sum64()%uint64(s.fullEvery) == 0
+}
+
+// liveIDHashes counts the live fleet documents with an ID in [lo, hi) and
+// sums their IDHash, in one aggregation query: billed one read per 1 000
+// index entries it scans.
+func (s *Store) liveIDHashes(ctx context.Context, lo, hi string) (count, sum int64, err error) {
+	q := s.client.Collection(FleetsCollection).Where(fieldDocID, ">=", lo).Where(fieldDocID, "<", hi).Where(fieldDeleted, "==", false)
+	res, err := q.NewAggregationQuery().WithCount("count").WithSum(fieldDocIDHash, "sum").Get(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	c, ok := res["count"].(*firestorepb.Value)
+	if !ok {
+		return 0, 0, fmt.Errorf("aggregation answered no count: %v", res)
+	}
+	count = c.GetIntegerValue()
+	s.reads.Add(max(1, (count+999)/1000))
+	switch v := res["sum"].(type) {
+	case *firestorepb.Value:
+		if _, isInt := v.GetValueType().(*firestorepb.Value_IntegerValue); !isInt && count > 0 {
+			return count, -1, nil // a double: no part's sum, so the documents are read
+		}
+		sum = v.GetIntegerValue()
+	default:
+		return 0, 0, fmt.Errorf("aggregation answered no sum: %v", res)
+	}
+	return count, sum, nil
+}
+
+// backfillDocID gives a live document written before documents carried
+// their ID its DocID and DocIDHash, so that aggregations count it.
+func (s *Store) backfillDocID(ctx context.Context, ref *firestore.DocumentRef) error {
+	_, err := compareAndSet(ctx, ref, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
+		if stored == nil || stored.DocID != "" || stored.Deleted {
+			return nil, nil
+		}
+		next := *stored
+		next.DocID, next.DocIDHash = ref.ID, fleet.IDHash(ref.ID)
+		return &next, nil
+	})
+	if errors.Is(err, fleet.ErrPermanent) {
+		return nil // undecodable: the reconcile names it
+	}
+	return err
 }
 
 // tombstone re-reads one document in a transaction and tombstones it if the

@@ -2,6 +2,7 @@ package firestoredb_test
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -282,6 +283,7 @@ func BenchmarkApply(b *testing.B) {
 // the range and writes none of them.
 func BenchmarkReconcile(b *testing.B) {
 	s, _ := newStore(b)
+	s.WithFullReconcileEvery(1) // the range read, every part
 	ctx := b.Context()
 	const n = 1000
 	var entries []fleet.SnapshotEntry
@@ -374,4 +376,94 @@ func TestAWriteReplacesTheWholeDocument(t *testing.T) {
 		wantFields[k] = true
 	}
 	assert.Equal(t, wantFields, got, "the fields Set would have written")
+}
+
+// TestAPartThatAgreesReadsNoDocument: when its range's live documents are
+// its fleets, a snapshot part costs one aggregation (one read per 1 000
+// documents) and the cluster document's read and write; a live document it
+// does not list makes it read the range and tombstone it; a document
+// written before documents carried their ID is given it, after which parts
+// agree again.
+func TestAPartThatAgreesReadsNoDocument(t *testing.T) {
+	var rpcs emulator.RPCs
+	c := emulator.Firestore(t, emulator.ProjectID(t), rpcs.FirestoreOptions(t)...)
+	s := firestoredb.New(c, time.Hour, time.Now).WithFullReconcileEvery(1 << 30)
+	ctx := t.Context()
+	var entries []fleet.SnapshotEntry
+	for i := range 50 {
+		ev := upsert(fmt.Sprintf("f%02d", i), 1, int64(i+1), 1)
+		_, err := s.Apply(ctx, ev)
+		require.NoError(t, err)
+		entries = append(entries, fleet.SnapshotEntry{Namespace: "default", Name: ev.Name, Version: ev.Version})
+	}
+	seq := int64(100)
+	part := func(entries []fleet.SnapshotEntry) (firestoredb.Result, map[string]int, int64) {
+		t.Helper()
+		seq++
+		rpcs.Take()
+		reads := s.Reads()
+		res, err := s.Apply(ctx, snapshot(1, seq, fleet.SplitSnapshot(entries, fleet.DefaultSnapshotPartBytes), 0))
+		require.NoError(t, err)
+		return res, rpcs.Take(), s.Reads() - reads
+	}
+	res, calls, reads := part(entries)
+	assert.Zero(t, res.Tombstoned)
+	assert.Equal(t, map[string]int{"RunAggregationQuery": 1, "BatchGetDocuments": 1, "Commit": 1}, calls)
+	assert.EqualValues(t, 1, reads, "the aggregation; the cluster document is the other read")
+
+	// f07 was deleted while no publisher ran: the part no longer lists it.
+	res, calls, _ = part(append(slices.Clone(entries[:7]), entries[8:]...))
+	assert.Equal(t, 1, res.Tombstoned)
+	assert.Equal(t, 1, calls["RunQuery"], "the range read")
+	d, _ := get(t, s, "f07")
+	assert.True(t, d.Deleted)
+
+	// A live document of an older version of fleetcast, without docID.
+	entries = slices.Delete(entries, 7, 8)
+	_, err := s.FleetRef(fleet.Key{Cluster: "pc", Namespace: "default", Name: "f07"}).Set(ctx, map[string]any{
+		"cluster": "pc", "namespace": "default", "name": "f07", "deleted": false, "version": map[string]any{"term": 1, "seq": 99}})
+	require.NoError(t, err)
+	entries = slices.Insert(entries, 7, fleet.SnapshotEntry{Namespace: "default", Name: "f07", Version: fleet.Version{Term: 1, Seq: 99}})
+	res, calls, _ = part(entries)
+	assert.Zero(t, res.Tombstoned)
+	assert.Equal(t, 1, calls["RunQuery"], "the aggregation disagreed")
+	d, _ = get(t, s, "f07")
+	assert.Equal(t, "pc,default,f07", d.DocID, "given its ID")
+	_, calls, _ = part(entries)
+	assert.Zero(t, calls["RunQuery"], "and the next part agrees")
+}
+
+// BenchmarkReconcileReads measures what one snapshot part of 1 000 fleets
+// costs when nothing diverged: with its aggregation (the default path) and
+// with the range read (one part in FULL_RECONCILE_EVERY, and every part
+// before), in billed query reads per part and time; the cluster document's
+// read comes on top of both.
+func BenchmarkReconcileReads(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		every int
+	}{{"aggregation", 1 << 30}, {"range-read", 1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, _ := newStore(b)
+			s.WithFullReconcileEvery(bc.every)
+			ctx := b.Context()
+			var entries []fleet.SnapshotEntry
+			for i := range 1000 {
+				ev := upsert(fmt.Sprintf("f%04d", i), 1, int64(i+1), 1)
+				_, err := s.Apply(ctx, ev)
+				require.NoError(b, err)
+				entries = append(entries, fleet.SnapshotEntry{Namespace: "default", Name: ev.Name, Version: ev.Version})
+			}
+			parts := fleet.SplitSnapshot(entries, fleet.DefaultSnapshotPartBytes)
+			require.Len(b, parts, 1)
+			reads := s.Reads()
+			b.ResetTimer()
+			for i := range b.N {
+				res, err := s.Apply(ctx, snapshot(2, int64(i+1), parts, 0))
+				require.NoError(b, err)
+				require.Zero(b, res.Tombstoned)
+			}
+			b.ReportMetric(float64(s.Reads()-reads)/float64(b.N), "query-reads/part")
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"hash/fnv"
 	"time"
 )
 
@@ -19,6 +20,11 @@ type Document struct {
 	Name      string  `json:"name" firestore:"name"`
 	Deleted   bool    `json:"deleted" firestore:"deleted"`
 	Version   Version `json:"version" firestore:"version"`
+	// DocID is the document's ID (Key.DocID), and DocIDHash its IDHash:
+	// a snapshot part checks its range with one aggregation over them
+	// (count and sum), reading documents only when they disagree.
+	DocID     string `json:"docID" firestore:"docID"`
+	DocIDHash int64  `json:"docIDHash" firestore:"docIDHash"`
 
 	// The fleet's state; empty on tombstones.
 	UID         string            `json:"uid,omitempty" firestore:"uid,omitempty"`
@@ -147,11 +153,14 @@ func ApplyFleetEvent(stored *Document, ev Event, now time.Time, retention time.D
 	if ev.Kind == KindDelete {
 		return Tombstone(ev.Key(), ev.Version, ev.Publisher, observed, now, retention), OutcomeDeleted
 	}
+	id := ev.Key().DocID()
 	d := &Document{
 		Cluster:     ev.Cluster,
 		Namespace:   ev.Namespace,
 		Name:        ev.Name,
 		Version:     ev.Version,
+		DocID:       id,
+		DocIDHash:   IDHash(id),
 		UID:         ev.Fleet.UID,
 		Labels:      ev.Fleet.Labels,
 		Annotations: ev.Fleet.Annotations,
@@ -173,6 +182,14 @@ func ApplyFleetEvent(stored *Document, ev Event, now time.Time, retention time.D
 	}
 }
 
+// IDHash is a document ID's 32-bit FNV-1a hash: a sum of them over a
+// snapshot part's fleets fits an int64 for any number of fleets.
+func IDHash(docID string) int64 {
+	h := fnv.New32a()
+	h.Write([]byte(docID))
+	return int64(h.Sum32())
+}
+
 // Tombstone returns the document of a deleted fleet at version v.
 func Tombstone(k Key, v Version, p Publisher, observed, now time.Time, retention time.Duration) *Document {
 	now = now.Truncate(time.Microsecond).UTC()
@@ -183,6 +200,8 @@ func Tombstone(k Key, v Version, p Publisher, observed, now time.Time, retention
 		Name:       k.Name,
 		Deleted:    true,
 		Version:    v,
+		DocID:      k.DocID(),
+		DocIDHash:  IDHash(k.DocID()),
 		Publisher:  p,
 		ObservedAt: observed,
 		IngestedAt: now,

@@ -147,6 +147,16 @@ func (s Snapshot) Covers(r FleetRef) bool {
 	return (s.Start.IsZero() || s.Start.Compare(r) <= 0) && (s.End.IsZero() || r.Compare(s.End) < 0)
 }
 
+// IDHashes returns how many fleets the part lists and the sum of their
+// documents' IDHash in cluster: what an aggregation over the part's range
+// of live documents answers when the documents are the part's.
+func (s Snapshot) IDHashes(cluster string) (count, sum int64) {
+	for _, e := range s.Fleets {
+		sum += IDHash(e.Ref().Key(cluster).DocID())
+	}
+	return int64(len(s.Fleets)), sum
+}
+
 // Lists reports whether r is among the part's live fleets.
 func (s Snapshot) Lists(r FleetRef) bool {
 	_, found := sortSearch(s.Fleets, r)

@@ -26,6 +26,7 @@ var servicesNeeded = map[string][]string{
 	"google_pubsub_subscription_iam_member": {"pubsub.googleapis.com"},
 	"google_firestore_database":             {"firestore.googleapis.com"},
 	"google_firestore_field":                {"firestore.googleapis.com"},
+	"google_firestore_index":                {"firestore.googleapis.com"},
 	"google_storage_bucket":                 {"storage.googleapis.com"},
 	"google_storage_bucket_object":          {"storage.googleapis.com"},
 	"google_cloudfunctions2_function": {

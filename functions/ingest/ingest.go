@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -251,6 +252,9 @@ type Config struct {
 	// MaxClockSkew is how far ahead of this function's clock a publisher's
 	// may run before its events are refused.
 	MaxClockSkew time.Duration
+	// FullReconcileEvery: one snapshot part in this many reads its
+	// range's documents although its aggregation agrees.
+	FullReconcileEvery int
 	// LogLevel is the minimum severity logged.
 	LogLevel slog.Level
 }
@@ -268,6 +272,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.MaxClockSkew, err = fnruntime.Duration(getenv, "MAX_CLOCK_SKEW", fleet.DefaultMaxClockSkew); err != nil {
 		return Config{}, err
+	}
+	c.FullReconcileEvery = firestoredb.DefaultFullReconcileEvery
+	if v := getenv("FULL_RECONCILE_EVERY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return Config{}, fmt.Errorf("FULL_RECONCILE_EVERY=%q: want a whole number of at least 1, such as %d", v, firestoredb.DefaultFullReconcileEvery)
+		}
+		c.FullReconcileEvery = n
 	}
 	c.TopicPrefix = getenv("TOPIC_PREFIX")
 	if c.TopicPrefix == "" {
@@ -290,7 +302,8 @@ var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*H
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(firestoredb.New(client, cfg.TombstoneRetention, time.Now), logging.New(os.Stdout, cfg.LogLevel), cfg, time.Now), nil
+	store := firestoredb.New(client, cfg.TombstoneRetention, time.Now).WithFullReconcileEvery(cfg.FullReconcileEvery)
+	return NewHandler(store, logging.New(os.Stdout, cfg.LogLevel), cfg, time.Now), nil
 }}
 
 // IngestFleetEvents is the Cloud Function's entry point.

@@ -175,13 +175,15 @@ func TestConfigFromEnv(t *testing.T) {
 	assert.Equal(t, 50*time.Second, c.EventTimeout)
 	assert.Equal(t, "fleet-events-", c.TopicPrefix)
 	assert.Equal(t, 10*time.Minute, c.MaxClockSkew)
+	assert.Equal(t, 20, c.FullReconcileEvery)
 
-	c, err = ingest.ConfigFromEnv(env(map[string]string{"TOMBSTONE_RETENTION": "72h", "GOOGLE_CLOUD_PROJECT": "p", "LOG_LEVEL": "debug"}))
+	c, err = ingest.ConfigFromEnv(env(map[string]string{"TOMBSTONE_RETENTION": "72h", "GOOGLE_CLOUD_PROJECT": "p", "LOG_LEVEL": "debug", "FULL_RECONCILE_EVERY": "1"}))
 	require.NoError(t, err)
 	assert.Equal(t, 72*time.Hour, c.TombstoneRetention)
+	assert.Equal(t, 1, c.FullReconcileEvery)
 	assert.Equal(t, slog.LevelDebug, c.LogLevel)
 
-	for k, v := range map[string]string{"TOMBSTONE_RETENTION": "forever", "EVENT_TIMEOUT": "-1s", "LOG_LEVEL": "loud", "MAX_CLOCK_SKEW": "0s"} {
+	for k, v := range map[string]string{"TOMBSTONE_RETENTION": "forever", "EVENT_TIMEOUT": "-1s", "LOG_LEVEL": "loud", "MAX_CLOCK_SKEW": "0s", "FULL_RECONCILE_EVERY": "0"} {
 		_, err := ingest.ConfigFromEnv(env(map[string]string{k: v}))
 		assert.ErrorContains(t, err, k)
 	}

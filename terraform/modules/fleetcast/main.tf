@@ -203,10 +203,30 @@ resource "google_firestore_field" "fleet_annotations" {
   depends_on = [time_sleep.services]
 }
 
-# No composite index is needed: the query function sends only equality
-# filters (deleted, cluster, namespace, labels.<key>), which Firestore
-# serves by merging single-field indexes, a range on labels.<key> alone, and
-# snapshot reconciliation ranges over document IDs.
+# One composite index: a snapshot part counts its range's live fleets and
+# sums their docIDHash in one aggregation (deleted ==, docID range, sum of
+# docIDHash), which needs an index holding the three in that order. The
+# other queries need none: the view's writtenAt ranges, fleetwatch's
+# equality filters, and the range read of a part that disagrees, over
+# document IDs.
+resource "google_firestore_index" "fleet_reconcile" {
+  project    = var.project_id
+  database   = local.database
+  collection = "fleets"
+  fields {
+    field_path = "deleted"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "docID"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "docIDHash"
+    order      = "ASCENDING"
+  }
+  depends_on = [time_sleep.services]
+}
 
 # --- Service accounts --------------------------------------------------------
 
@@ -372,10 +392,11 @@ resource "google_cloudfunctions2_function" "ingest" {
     max_instance_count               = var.ingest_max_instances
     max_instance_request_concurrency = var.ingest_concurrency
     environment_variables = merge(local.firestore_env, {
-      TOMBSTONE_RETENTION = var.tombstone_retention
-      EVENT_TIMEOUT       = "50s"
-      TOPIC_PREFIX        = var.topic_prefix
-      MAX_CLOCK_SKEW      = var.max_clock_skew
+      TOMBSTONE_RETENTION  = var.tombstone_retention
+      EVENT_TIMEOUT        = "50s"
+      FULL_RECONCILE_EVERY = var.full_reconcile_every
+      TOPIC_PREFIX         = var.topic_prefix
+      MAX_CLOCK_SKEW       = var.max_clock_skew
     })
   }
   depends_on = [time_sleep.services, time_sleep.build_roles]

@@ -243,6 +243,16 @@ variable "query_commit_lag" {
   }
 }
 
+variable "full_reconcile_every" {
+  type        = number
+  description = "One snapshot part in this many, on average, reads its range's fleet documents although the count and hash sum of its range agree (FULL_RECONCILE_EVERY): 20 is a full check of each range about every 10 minutes at the default 30 s snapshot interval; 1 checks every part."
+  default     = 20
+  validation {
+    condition     = var.full_reconcile_every >= 1 && floor(var.full_reconcile_every) == var.full_reconcile_every
+    error_message = "full_reconcile_every must be a whole number of at least 1."
+  }
+}
+
 variable "query_watch_poll" {
   type        = string
   description = "While watches (WatchFleets, /v1/watch) are open on an instance, how often its view reads what was written since its last read: the delay a change waits to reach the streams, and one billed query per poll (Go duration)."
