@@ -175,7 +175,7 @@ func TestConfigFromEnv(t *testing.T) {
 	assert.Equal(t, 50*time.Second, c.EventTimeout)
 	assert.Equal(t, "fleet-events-", c.TopicPrefix)
 	assert.Equal(t, 10*time.Minute, c.MaxClockSkew)
-	assert.Equal(t, 20, c.FullReconcileEvery)
+	assert.Equal(t, 240, c.FullReconcileEvery)
 
 	c, err = ingest.ConfigFromEnv(env(map[string]string{"TOMBSTONE_RETENTION": "72h", "GOOGLE_CLOUD_PROJECT": "p", "LOG_LEVEL": "debug", "FULL_RECONCILE_EVERY": "1"}))
 	require.NoError(t, err)

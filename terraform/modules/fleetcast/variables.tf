@@ -245,8 +245,8 @@ variable "query_commit_lag" {
 
 variable "full_reconcile_every" {
   type        = number
-  description = "One snapshot part in this many, on average, reads its range's fleet documents although the count and hash sum of its range agree (FULL_RECONCILE_EVERY): 20 is a full check of each range about every 10 minutes at the default 30 s snapshot interval; 1 checks every part."
-  default     = 20
+  description = "One snapshot part in this many, on average, reads its range's fleet documents although the count and hash sum of its range agree (FULL_RECONCILE_EVERY): 240 is a full check of each range about every 2 hours at the default 30 s snapshot interval, about 4 reads added to the average part of 1000 fleets; 1 checks every part."
+  default     = 240
   validation {
     condition     = var.full_reconcile_every >= 1 && floor(var.full_reconcile_every) == var.full_reconcile_every
     error_message = "full_reconcile_every must be a whole number of at least 1."
