@@ -234,7 +234,8 @@ func BenchmarkApply(b *testing.B) {
 		{"unchanged-repeat/8-workers", 8, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			s, _ := newStore(b)
+			var rpcs emulator.RPCs
+			s := firestoredb.New(emulator.Firestore(b, emulator.ProjectID(b), rpcs.FirestoreOptions(b)...), time.Hour, time.Now)
 			ctx := b.Context()
 			// One fleet per worker: distinct documents, no contention.
 			for w := range bc.workers {
@@ -266,14 +267,20 @@ func BenchmarkApply(b *testing.B) {
 					}
 				})
 			}
+			rpcs.Take()
 			for i := range b.N {
 				work <- i
 			}
 			close(work)
 			wg.Wait()
 			b.StopTimer()
+			calls := 0
+			for _, n := range rpcs.Take() {
+				calls += n
+			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(float64(writes)/float64(b.N), "writes/event")
+			b.ReportMetric(float64(calls)/float64(b.N), "rpcs/event")
 		})
 	}
 }
