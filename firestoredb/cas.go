@@ -31,11 +31,14 @@ var errContention = fmt.Errorf("document changed by another writer on each of %d
 // This is what a transaction on one document gives, without its
 // BeginTransaction RPC: a transaction commits only if what it read is
 // unchanged, and so does the precondition.
-func compareAndSet[T any](ctx context.Context, ref *firestore.DocumentRef, decode func(*firestore.DocumentSnapshot) (*T, error),
-	decide func(stored *T) (*T, error)) (wrote bool, err error) {
+//
+// Its reads and writes are billed to cause on s.
+func compareAndSet[T any](ctx context.Context, s *Store, cause string, ref *firestore.DocumentRef,
+	decode func(*firestore.DocumentSnapshot) (*T, error), decide func(stored *T) (*T, error)) (wrote bool, err error) {
 	wait := 10 * time.Millisecond
 	for range casAttempts {
 		snap, err := ref.Get(ctx)
+		s.billed.read(cause, 1) // a missing document's read is billed too
 		var stored *T
 		switch {
 		case status.Code(err) == codes.NotFound:
@@ -57,6 +60,7 @@ func compareAndSet[T any](ctx context.Context, ref *firestore.DocumentRef, decod
 		}
 		switch status.Code(err) {
 		case codes.OK:
+			s.billed.wrote(cause, 1)
 			return true, nil
 		case codes.FailedPrecondition, codes.AlreadyExists, codes.NotFound:
 			// Changed, created or deleted since the read.

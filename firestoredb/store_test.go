@@ -408,15 +408,15 @@ func TestAPartThatAgreesReadsNoDocument(t *testing.T) {
 		t.Helper()
 		seq++
 		rpcs.Take()
-		reads := s.Reads()
+		reads := s.Billing().Reads[firestoredb.CauseReconcile]
 		res, err := s.Apply(ctx, snapshot(1, seq, fleet.SplitSnapshot(entries, fleet.DefaultSnapshotPartBytes), 0))
 		require.NoError(t, err)
-		return res, rpcs.Take(), s.Reads() - reads
+		return res, rpcs.Take(), s.Billing().Reads[firestoredb.CauseReconcile] - reads
 	}
 	res, calls, reads := part(entries)
 	assert.Zero(t, res.Tombstoned)
 	assert.Equal(t, map[string]int{"RunAggregationQuery": 1, "BatchGetDocuments": 1, "Commit": 1}, calls)
-	assert.EqualValues(t, 1, reads, "the aggregation; the cluster document is the other read")
+	assert.EqualValues(t, 1, reads, "the aggregation; the cluster document's is the other read")
 
 	// f07 was deleted while no publisher ran: the part no longer lists it.
 	res, calls, _ = part(append(slices.Clone(entries[:7]), entries[8:]...))
@@ -443,8 +443,7 @@ func TestAPartThatAgreesReadsNoDocument(t *testing.T) {
 // BenchmarkReconcileReads measures what one snapshot part of 1 000 fleets
 // costs when nothing diverged: with its aggregation (the default path) and
 // with the range read (one part in FULL_RECONCILE_EVERY, and every part
-// before), in billed query reads per part and time; the cluster document's
-// read comes on top of both.
+// before), in billed reads per part, the cluster document's included.
 func BenchmarkReconcileReads(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
@@ -463,14 +462,40 @@ func BenchmarkReconcileReads(b *testing.B) {
 			}
 			parts := fleet.SplitSnapshot(entries, fleet.DefaultSnapshotPartBytes)
 			require.Len(b, parts, 1)
-			reads := s.Reads()
+			before := s.Billing()
 			b.ResetTimer()
 			for i := range b.N {
 				res, err := s.Apply(ctx, snapshot(2, int64(i+1), parts, 0))
 				require.NoError(b, err)
 				require.Zero(b, res.Tombstoned)
 			}
-			b.ReportMetric(float64(s.Reads()-reads)/float64(b.N), "query-reads/part")
+			after := s.Billing()
+			b.ReportMetric(float64(after.Reads[firestoredb.CauseReconcile]-before.Reads[firestoredb.CauseReconcile])/float64(b.N), "reconcile-reads/part")
+			b.ReportMetric(float64(after.Reads[firestoredb.CauseCluster]-before.Reads[firestoredb.CauseCluster])/float64(b.N), "cluster-reads/part")
 		})
 	}
+}
+
+// TestBillingSplitsByCause: every billed read and write is counted, under
+// the cause that made it.
+func TestBillingSplitsByCause(t *testing.T) {
+	s, _ := newStore(t)
+	s.WithFullReconcileEvery(1 << 30)
+	ctx := t.Context()
+	var entries []fleet.SnapshotEntry
+	for i := range 3 {
+		ev := upsert(fmt.Sprintf("f%d", i), 1, int64(i+1), 1)
+		_, err := s.Apply(ctx, ev)
+		require.NoError(t, err)
+		_, err = s.Apply(ctx, ev) // a duplicate: its read only
+		require.NoError(t, err)
+		entries = append(entries, fleet.SnapshotEntry{Namespace: "default", Name: ev.Name, Version: ev.Version})
+	}
+	// The part lists f0 and f1: f2 is gone.
+	_, err := s.Apply(ctx, snapshot(1, 10, fleet.SplitSnapshot(entries[:2], fleet.DefaultSnapshotPartBytes), 0))
+	require.NoError(t, err)
+	assert.Equal(t, firestoredb.Billing{
+		Reads:  map[string]int64{firestoredb.CauseApply: 6, firestoredb.CauseReconcile: 1 + 3 + 1, firestoredb.CauseCluster: 1, firestoredb.CauseView: 0},
+		Writes: map[string]int64{firestoredb.CauseApply: 3, firestoredb.CauseReconcile: 1, firestoredb.CauseCluster: 1, firestoredb.CauseView: 0},
+	}, s.Billing(), "reconcile: the aggregation, the range of 3, the tombstone's read")
 }
