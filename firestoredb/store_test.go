@@ -396,13 +396,7 @@ func TestAPartThatAgreesReadsNoDocument(t *testing.T) {
 	c := emulator.Firestore(t, emulator.ProjectID(t), rpcs.FirestoreOptions(t)...)
 	s := firestoredb.New(c, time.Hour, time.Now).WithFullReconcileEvery(1 << 30)
 	ctx := t.Context()
-	var entries []fleet.SnapshotEntry
-	for i := range 50 {
-		ev := upsert(fmt.Sprintf("f%02d", i), 1, int64(i+1), 1)
-		_, err := s.Apply(ctx, ev)
-		require.NoError(t, err)
-		entries = append(entries, fleet.SnapshotEntry{Namespace: "default", Name: ev.Name, Version: ev.Version})
-	}
+	entries := applyFleets(t, s, 50, "f%02d")
 	seq := int64(100)
 	part := func(entries []fleet.SnapshotEntry) (firestoredb.Result, map[string]int, int64) {
 		t.Helper()
@@ -453,14 +447,7 @@ func BenchmarkReconcileReads(b *testing.B) {
 			s, _ := newStore(b)
 			s.WithFullReconcileEvery(bc.every)
 			ctx := b.Context()
-			var entries []fleet.SnapshotEntry
-			for i := range 1000 {
-				ev := upsert(fmt.Sprintf("f%04d", i), 1, int64(i+1), 1)
-				_, err := s.Apply(ctx, ev)
-				require.NoError(b, err)
-				entries = append(entries, fleet.SnapshotEntry{Namespace: "default", Name: ev.Name, Version: ev.Version})
-			}
-			parts := fleet.SplitSnapshot(entries, fleet.DefaultSnapshotPartBytes)
+			parts := fleet.SplitSnapshot(applyFleets(b, s, 1000, "f%04d"), fleet.DefaultSnapshotPartBytes)
 			require.Len(b, parts, 1)
 			before := s.Billing()
 			b.ResetTimer()
@@ -482,14 +469,10 @@ func TestBillingSplitsByCause(t *testing.T) {
 	s, _ := newStore(t)
 	s.WithFullReconcileEvery(1 << 30)
 	ctx := t.Context()
-	var entries []fleet.SnapshotEntry
+	entries := applyFleets(t, s, 3, "f%d")
 	for i := range 3 {
-		ev := upsert(fmt.Sprintf("f%d", i), 1, int64(i+1), 1)
-		_, err := s.Apply(ctx, ev)
+		_, err := s.Apply(ctx, upsert(fmt.Sprintf("f%d", i), 1, int64(i+1), 1)) // a duplicate: its read only
 		require.NoError(t, err)
-		_, err = s.Apply(ctx, ev) // a duplicate: its read only
-		require.NoError(t, err)
-		entries = append(entries, fleet.SnapshotEntry{Namespace: "default", Name: ev.Name, Version: ev.Version})
 	}
 	// The part lists f0 and f1: f2 is gone.
 	_, err := s.Apply(ctx, snapshot(1, 10, fleet.SplitSnapshot(entries[:2], fleet.DefaultSnapshotPartBytes), 0))
@@ -498,4 +481,18 @@ func TestBillingSplitsByCause(t *testing.T) {
 		Reads:  map[string]int64{firestoredb.CauseApply: 6, firestoredb.CauseReconcile: 1 + 3 + 1, firestoredb.CauseCluster: 1, firestoredb.CauseView: 0},
 		Writes: map[string]int64{firestoredb.CauseApply: 3, firestoredb.CauseReconcile: 1, firestoredb.CauseCluster: 1, firestoredb.CauseView: 0},
 	}, s.Billing(), "reconcile: the aggregation, the range of 3, the tombstone's read")
+}
+
+// applyFleets upserts n fleets named by format and returns them as a
+// snapshot's entries.
+func applyFleets(tb testing.TB, s *firestoredb.Store, n int, format string) []fleet.SnapshotEntry {
+	tb.Helper()
+	var entries []fleet.SnapshotEntry
+	for i := range n {
+		ev := upsert(fmt.Sprintf(format, i), 1, int64(i+1), 1)
+		_, err := s.Apply(tb.Context(), ev)
+		require.NoError(tb, err)
+		entries = append(entries, fleet.SnapshotEntry{Namespace: "default", Name: ev.Name, Version: ev.Version})
+	}
+	return entries
 }
