@@ -2,7 +2,7 @@ package firestoredb
 
 import "sync/atomic"
 
-// Causes of billed Firestore operations, as Billing splits them.
+// Causes of billed Firestore operations, the keys of Billing's maps.
 const (
 	// CauseView: the query function's view, loading and following the
 	// documents (read.go).
@@ -17,7 +17,18 @@ const (
 	CauseCluster = "cluster"
 )
 
-var causes = []string{CauseView, CauseApply, CauseReconcile, CauseCluster}
+// cause indexes a Store's counters; causeNames names each.
+type cause int
+
+const (
+	byView cause = iota
+	byApply
+	byReconcile
+	byCluster
+	causeCount
+)
+
+var causeNames = [causeCount]string{CauseView, CauseApply, CauseReconcile, CauseCluster}
 
 // Billing counts a Store's billed operations by cause: reads as Firestore
 // bills them (one per document read or returned, at least one per query,
@@ -30,26 +41,17 @@ type Billing struct {
 
 // counters are a Store's billing counters, by cause.
 type counters struct {
-	reads, writes [4]atomic.Int64
+	reads, writes [causeCount]atomic.Int64
 }
 
-func causeIndex(cause string) int {
-	for i, c := range causes {
-		if c == cause {
-			return i
-		}
-	}
-	panic("firestoredb: unknown cause " + cause)
-}
-
-func (c *counters) read(cause string, n int64)  { c.reads[causeIndex(cause)].Add(n) }
-func (c *counters) wrote(cause string, n int64) { c.writes[causeIndex(cause)].Add(n) }
+func (c *counters) read(by cause, n int64)  { c.reads[by].Add(n) }
+func (c *counters) wrote(by cause, n int64) { c.writes[by].Add(n) }
 
 // Billing returns the operations billed so far, by cause.
 func (s *Store) Billing() Billing {
 	b := Billing{Reads: map[string]int64{}, Writes: map[string]int64{}}
-	for i, c := range causes {
-		b.Reads[c], b.Writes[c] = s.billed.reads[i].Load(), s.billed.writes[i].Load()
+	for i, name := range causeNames {
+		b.Reads[name], b.Writes[name] = s.billed.reads[i].Load(), s.billed.writes[i].Load()
 	}
 	return b
 }

@@ -32,13 +32,13 @@ var errContention = fmt.Errorf("document changed by another writer on each of %d
 // BeginTransaction RPC: a transaction commits only if what it read is
 // unchanged, and so does the precondition.
 //
-// Its reads and writes are billed to cause on s.
-func compareAndSet[T any](ctx context.Context, s *Store, cause string, ref *firestore.DocumentRef,
+// Its reads and writes are billed to by on s.
+func compareAndSet[T any](ctx context.Context, s *Store, by cause, ref *firestore.DocumentRef,
 	decode func(*firestore.DocumentSnapshot) (*T, error), decide func(stored *T) (*T, error)) (wrote bool, err error) {
 	wait := 10 * time.Millisecond
 	for range casAttempts {
 		snap, err := ref.Get(ctx)
-		s.billed.read(cause, 1) // a missing document's read is billed too
+		s.billed.read(by, 1) // a missing document's read is billed too
 		var stored *T
 		switch {
 		case status.Code(err) == codes.NotFound:
@@ -60,7 +60,7 @@ func compareAndSet[T any](ctx context.Context, s *Store, cause string, ref *fire
 		}
 		switch status.Code(err) {
 		case codes.OK:
-			s.billed.wrote(cause, 1)
+			s.billed.wrote(by, 1)
 			return true, nil
 		case codes.FailedPrecondition, codes.AlreadyExists, codes.NotFound:
 			// Changed, created or deleted since the read.

@@ -32,7 +32,7 @@ const (
 // them: one per document returned, and at least one per query (a query
 // that returns nothing is billed one read).
 // They are the view's (CauseView): Billing has every cause.
-func (s *Store) Reads() int64 { return s.billed.reads[causeIndex(CauseView)].Load() }
+func (s *Store) Reads() int64 { return s.billed.reads[byView].Load() }
 
 // Page is what a read returned: the documents it could decode, and the
 // IDs of those it could not (skipped, for the caller to report).
@@ -109,7 +109,7 @@ func readAll[T any](s *Store, it *firestore.DocumentIterator) (Page[T], error) {
 	defer it.Stop()
 	var p Page[T]
 	n := int64(0)
-	defer func() { s.billed.read(CauseView, max(1, n)) }()
+	defer func() { s.billed.read(byView, max(1, n)) }()
 	for {
 		snap, err := it.Next()
 		if errors.Is(err, iterator.Done) {

@@ -140,7 +140,7 @@ func (s *Store) ClusterRef(cluster string) *firestore.DocumentRef {
 func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (Result, error) {
 	ref := s.FleetRef(ev.Key())
 	var res Result
-	wrote, err := compareAndSet(ctx, s, CauseApply, ref, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
+	wrote, err := compareAndSet(ctx, s, byApply, ref, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
 		now := s.now()
 		next, outcome := fleet.ApplyFleetEvent(stored, ev, now, s.retention)
 		res = Result{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
@@ -178,7 +178,7 @@ func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (Result, erro
 		}
 		return stored, nil
 	}
-	res.ClusterUpdated, err = compareAndSet(ctx, s, CauseCluster, ref, decode, func(stored *fleet.ClusterDocument) (*fleet.ClusterDocument, error) {
+	res.ClusterUpdated, err = compareAndSet(ctx, s, byCluster, ref, decode, func(stored *fleet.ClusterDocument) (*fleet.ClusterDocument, error) {
 		return fleet.ApplySnapshotToCluster(stored, ev, s.now()), nil
 	})
 	if err != nil {
@@ -224,7 +224,7 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, e
 		Documents(ctx)
 	defer it.Stop()
 	read := int64(0)
-	defer func() { s.billed.read(CauseReconcile, max(1, read)) }()
+	defer func() { s.billed.read(byReconcile, max(1, read)) }()
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(reconcileWorkers)
@@ -301,7 +301,7 @@ func (s *Store) liveIDHashes(ctx context.Context, lo, hi string) (count, sum int
 		return 0, 0, fmt.Errorf("aggregation answered no count: %v", res)
 	}
 	count = c.GetIntegerValue()
-	s.billed.read(CauseReconcile, max(1, (count+999)/1000))
+	s.billed.read(byReconcile, max(1, (count+999)/1000))
 	switch v := res["sum"].(type) {
 	case *firestorepb.Value:
 		if _, isInt := v.GetValueType().(*firestorepb.Value_IntegerValue); !isInt && count > 0 {
@@ -317,7 +317,7 @@ func (s *Store) liveIDHashes(ctx context.Context, lo, hi string) (count, sum int
 // backfillDocID gives a live document written before documents carried
 // their ID its DocID and DocIDHash, so that aggregations count it.
 func (s *Store) backfillDocID(ctx context.Context, ref *firestore.DocumentRef) error {
-	_, err := compareAndSet(ctx, s, CauseReconcile, ref, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
+	_, err := compareAndSet(ctx, s, byReconcile, ref, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
 		if stored == nil || stored.DocID != "" || stored.Deleted {
 			return nil, nil
 		}
@@ -334,7 +334,7 @@ func (s *Store) backfillDocID(ctx context.Context, ref *firestore.DocumentRef) e
 // tombstone re-reads one document in a transaction and tombstones it if the
 // snapshot still says so: an upsert may have landed since the query.
 func (s *Store) tombstone(ctx context.Context, ref *firestore.DocumentRef, ev fleet.Event) (bool, error) {
-	done, err := compareAndSet(ctx, s, CauseReconcile, ref, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
+	done, err := compareAndSet(ctx, s, byReconcile, ref, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
 		if stored == nil {
 			return nil, nil
 		}
