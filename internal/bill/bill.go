@@ -1,0 +1,368 @@
+package bill
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/publisher"
+)
+
+// Month is the month Google's price lists use: 730 hours.
+const Month = 730 * time.Hour
+
+// Deployment is what a bill is for: its sizes, and the intervals of both
+// systems (fleetcast's defaults, the baseline's republish period).
+type Deployment struct {
+	Clusters, FleetsPerCluster int
+	// ChangesPerSecond are the fleet status changes over all clusters;
+	// HotFleets of the fleets change HotChangesPerSecond each, the rest
+	// are spread evenly over the other fleets.
+	ChangesPerSecond    float64
+	HotFleets           int
+	HotChangesPerSecond float64
+	// Matchmakers follow every fleet: on the query function's stream
+	// (fleetcast), or each with its own Firestore listeners (baseline).
+	Matchmakers int
+	// QueriesPerSecond are one-off queries (a page of 100 fleets).
+	QueriesPerSecond float64
+	// QueryInstances is how many query function instances serve the
+	// streams; each is busy, so billed, the whole month.
+	QueryInstances int
+	// What each function instance is deployed with (Terraform).
+	InstanceVCPU, InstanceGiB float64
+	// fleetcast's intervals.
+	SnapshotInterval, RefreshInterval, Resync time.Duration
+	// The baseline republishes every fleet this often.
+	BaselineRepublish time.Duration
+	// StreamLifetime is how long a stream lasts before its client
+	// reconnects (the query function's timeout).
+	StreamLifetime time.Duration
+}
+
+// Reference is the deployment BENCHMARKS.md prices: 10 clusters of 1 000
+// fleets, 100 status changes per second of which two hot fleets make 20
+// each, 20 matchmakers and 10 queries per second.
+var Reference = Deployment{
+	Clusters: 10, FleetsPerCluster: 1000,
+	ChangesPerSecond: 100, HotFleets: 2, HotChangesPerSecond: 20,
+	Matchmakers: 20, QueriesPerSecond: 10,
+	QueryInstances: 2, // the prod environment's query_min_instances
+	InstanceVCPU:   1, InstanceGiB: 0.5,
+	SnapshotInterval:  publisher.DefaultSnapshotInterval,
+	RefreshInterval:   publisher.DefaultRefreshInterval,
+	Resync:            fleetapi.DefaultResync,
+	BaselineRepublish: 15 * time.Second,
+	StreamLifetime:    time.Hour,
+}
+
+// Fleets is the deployment's fleet count.
+func (d Deployment) Fleets() float64 { return float64(d.Clusters * d.FleetsPerCluster) }
+
+// SpreadChangesPerSecond are the changes not made by the hot fleets.
+func (d Deployment) SpreadChangesPerSecond() float64 {
+	return d.ChangesPerSecond - float64(d.HotFleets)*d.HotChangesPerSecond
+}
+
+// Measured are the costs per unit of work one run of the bill's scenario
+// measured (emulator-tests' BenchmarkBill), fleetcast's and the
+// baseline's.
+type Measured struct {
+	Fleetcast FleetcastUnits
+	Baseline  BaselineUnits
+}
+
+// FleetcastUnits are fleetcast's measured costs per unit of work.
+type FleetcastUnits struct {
+	// Messages per hot fleet per second; per spread change; refreshes
+	// per fleet per refresh interval (the share of fleets that went a
+	// whole interval unchanged, at the scenario's change rate per fleet);
+	// snapshot messages (parts) per cluster per snapshot interval.
+	MsgsPerHotFleetSecond, MsgsPerSpreadChange, RefreshesPerFleetInterval, PartsPerSnapshot float64
+	// Pub/Sub volume per message, the 1 000-byte minimum applied.
+	BilledBytesPerUpsert, BilledBytesPerPart float64
+	// Firestore operations of the ingest function: reads per upsert
+	// (refreshes included), writes per change message, and per snapshot
+	// part the reconcile's reads and the cluster document's read and write.
+	ApplyReadsPerUpsert, WritesPerChange                             float64
+	ReconcileReadsPerPart, ClusterReadsPerPart, ClusterWritesPerPart float64
+	FullReconcileEvery                                               float64
+	// Instance seconds billed per ingest invocation (Meter), and log bytes
+	// per invocation.
+	BilledSecondsPerInvocation, LogBytesPerInvocation float64
+	// The query function's view, which answers the queries and feeds the
+	// streams: reads per second with nothing written, and reads per
+	// document written (queries read nothing of their own).
+	ViewIdleReadsPerSecond, ViewReadsPerWrite float64
+}
+
+// ListenerReadsPerWrite is what Firestore bills a realtime listener: one
+// read for each document added to or updated in its results, so one per
+// document write for a listener on every fleet (the emulator bills
+// nothing, and delivers changes late under load; this is the rule).
+const ListenerReadsPerWrite = 1.0
+
+// BaselineUnits are the per-event broadcaster's measured costs per unit.
+type BaselineUnits struct {
+	MsgsPerChange, MsgsPerFleetRepublish, BilledBytesPerMsg, WritesPerMsg float64
+	BilledSecondsPerInvocation, LogBytesPerInvocation                     float64
+	ReadsPerQuery, BilledSecondsPerQuery                                  float64
+}
+
+// Line is one line of a bill.
+type Line struct {
+	Component, Item string
+	// Formula gives Quantity from the deployment's sizes and the measured
+	// units, with their values.
+	Formula  string
+	Quantity float64
+	Unit     string
+	// Price is per Unit, in US dollars; Cost = Quantity × Price.
+	Price, Cost float64
+	// PriceText is the price as the list gives it.
+	PriceText string
+}
+
+// Bill is one system's monthly bill for a deployment.
+type Bill struct {
+	System string
+	Lines  []Line
+	// Matchmaker is what one more directly-listening matchmaker adds.
+	Matchmaker Line
+}
+
+// Total is the sum of the lines.
+func (b Bill) Total() float64 {
+	t := 0.0
+	for _, l := range b.Lines {
+		t += l.Cost
+	}
+	return t
+}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// Fleetcast is fleetcast's monthly bill for d at prices p, from the units
+// u measured.
+func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
+	month := seconds(Month)
+	hot := float64(d.HotFleets)
+	spread := d.SpreadChangesPerSecond()
+	refresh := seconds(d.RefreshInterval)
+	snap := seconds(d.SnapshotInterval)
+	upserts := hot*u.MsgsPerHotFleetSecond + spread*u.MsgsPerSpreadChange + d.Fleets()*u.RefreshesPerFleetInterval/refresh
+	parts := float64(d.Clusters) * u.PartsPerSnapshot / snap
+	msgs := upserts + parts
+	changes := hot*u.MsgsPerHotFleetSecond + spread*u.MsgsPerSpreadChange
+	fleetWrites := changes * u.WritesPerChange
+	clusterWrites := parts * u.ClusterWritesPerPart
+	writes := fleetWrites + clusterWrites
+
+	upsertsF := fmt.Sprintf("(%s hot × %s + %s spread/s × %s + %s fleets × %s ÷ %s s)",
+		n(hot), n(u.MsgsPerHotFleetSecond), n(spread), n(u.MsgsPerSpreadChange), n(d.Fleets()), n(u.RefreshesPerFleetInterval), n(refresh))
+	partsF := fmt.Sprintf("%s clusters × %s ÷ %s s", n(float64(d.Clusters)), n(u.PartsPerSnapshot), n(snap))
+	msgsF := fmt.Sprintf("(%s + %s)", upsertsF, partsF)
+	bytes := (upserts*u.BilledBytesPerUpsert + parts*u.BilledBytesPerPart) * month
+	bytesF := fmt.Sprintf("(%s × %s B + %s × %s B) × %s s", upsertsF, n(u.BilledBytesPerUpsert), partsF, n(u.BilledBytesPerPart), n(month))
+	instance := d.InstanceVCPU*p.RunPerVCPUSecond + d.InstanceGiB*p.RunPerGiBSecond
+	instanceF := fmt.Sprintf("%s vCPU + %s GiB", n(d.InstanceVCPU), n(d.InstanceGiB))
+	fullReads := float64(d.FleetsPerCluster) / max(u.PartsPerSnapshot, 1) / max(u.FullReconcileEvery, 1)
+	view := float64(d.QueryInstances) * (u.ViewIdleReadsPerSecond + u.ViewReadsPerWrite*writes + d.Fleets()/seconds(d.Resync))
+	changesF := fmt.Sprintf("(%s hot × %s + %s spread/s × %s)", n(hot), n(u.MsgsPerHotFleetSecond), n(spread), n(u.MsgsPerSpreadChange))
+
+	b := Bill{System: "fleetcast"}
+	b.Lines = []Line{
+		pubsub("publish", bytes, bytesF, p),
+		pubsub("push delivery", bytes, bytesF, p),
+		requests("ingest function", msgs*month, msgsF+" × "+n(month)+" s", p),
+		instanceTime("ingest function", msgs*month*u.BilledSecondsPerInvocation, instance, instanceF,
+			fmt.Sprintf("%s × %s s × %s s billed per invocation", msgsF, n(month), n(u.BilledSecondsPerInvocation))),
+		reads("ingest: upserts", upserts*u.ApplyReadsPerUpsert*month,
+			fmt.Sprintf("%s × %s × %s s", upsertsF, n(u.ApplyReadsPerUpsert), n(month)), p),
+		writesLine("ingest: changes", fleetWrites*month, fmt.Sprintf("%s × %s × %s s", changesF, n(u.WritesPerChange), n(month)), p),
+		reads("ingest: snapshot reconcile", parts*(u.ReconcileReadsPerPart+fullReads)*month,
+			fmt.Sprintf("%s × (%s + %s fleets ÷ %s parts ÷ %s) × %s s", partsF, n(u.ReconcileReadsPerPart), n(float64(d.FleetsPerCluster)),
+				n(u.PartsPerSnapshot), n(u.FullReconcileEvery), n(month)), p),
+		reads("ingest: cluster documents", parts*u.ClusterReadsPerPart*month, fmt.Sprintf("%s × %s × %s s", partsF, n(u.ClusterReadsPerPart), n(month)), p),
+		writesLine("ingest: cluster documents", clusterWrites*month, fmt.Sprintf("%s × %s × %s s", partsF, n(u.ClusterWritesPerPart), n(month)), p),
+		{Component: "Firestore deletes", Item: "tombstones' TTL deletes", Formula: "fleets deleted per month × 1 (none in this deployment)",
+			Quantity: 0, Unit: "deletes", Price: p.FirestoreDeletesPer100k / 1e5, PriceText: fmt.Sprintf("$%.2f per 100 000", p.FirestoreDeletesPer100k)},
+		reads("query function's views (queries and streams)", view*month,
+			fmt.Sprintf("%s instances × (%s idle/s + %s per write × %s writes/s + %s fleets ÷ %s s resync) × %s s",
+				n(float64(d.QueryInstances)), n(u.ViewIdleReadsPerSecond), n(u.ViewReadsPerWrite), n(writes), n(d.Fleets()), n(seconds(d.Resync)), n(month)), p),
+		requests("query function", (d.QueriesPerSecond+float64(d.Matchmakers)/seconds(d.StreamLifetime))*month,
+			fmt.Sprintf("(%s queries/s + %s streams ÷ %s s) × %s s", n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), n(month)), p),
+		instanceTime("query function", float64(d.QueryInstances)*month, instance, instanceF,
+			fmt.Sprintf("%s instances × %s s (streams keep them busy)", n(float64(d.QueryInstances)), n(month))),
+		logging("ingest function", msgs*u.LogBytesPerInvocation*month,
+			fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.LogBytesPerInvocation), n(month)), p),
+	}
+	b.Matchmaker = reads("one directly-listening matchmaker", writes*ListenerReadsPerWrite*month,
+		fmt.Sprintf("%s writes/s × %s × %s s", n(writes), n(ListenerReadsPerWrite), n(month)), p)
+	return b
+}
+
+// Baseline is the per-event broadcaster's monthly bill for d at prices p,
+// from the units u measured: every informer event and every fleet each
+// republish period is a message, written to Firestore as it comes; the
+// matchmakers listen to Firestore, and queries read it.
+func Baseline(d Deployment, u BaselineUnits, p PriceTable) Bill {
+	month := seconds(Month)
+	republish := seconds(d.BaselineRepublish)
+	msgs := d.ChangesPerSecond*u.MsgsPerChange + d.Fleets()*u.MsgsPerFleetRepublish/republish
+	msgsF := fmt.Sprintf("(%s changes/s × %s + %s fleets × %s ÷ %s s)", n(d.ChangesPerSecond), n(u.MsgsPerChange), n(d.Fleets()),
+		n(u.MsgsPerFleetRepublish), n(republish))
+	writes := msgs * u.WritesPerMsg
+	instance := d.InstanceVCPU*p.RunPerVCPUSecond + d.InstanceGiB*p.RunPerGiBSecond
+	instanceF := fmt.Sprintf("%s vCPU + %s GiB", n(d.InstanceVCPU), n(d.InstanceGiB))
+	bytesF := fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.BilledBytesPerMsg), n(month))
+	b := Bill{System: "baseline"}
+	b.Lines = []Line{
+		pubsub("publish", msgs*u.BilledBytesPerMsg*month, bytesF, p),
+		pubsub("push delivery", msgs*u.BilledBytesPerMsg*month, bytesF, p),
+		requests("consumer function", msgs*month, msgsF+" × "+n(month)+" s", p),
+		instanceTime("consumer function", msgs*month*u.BilledSecondsPerInvocation, instance, instanceF,
+			fmt.Sprintf("%s × %s s × %s s billed per invocation", msgsF, n(month), n(u.BilledSecondsPerInvocation))),
+		writesLine("consumer: every message", writes*month, fmt.Sprintf("%s × %s × %s s", msgsF, n(u.WritesPerMsg), n(month)), p),
+		reads("matchmakers' listeners", float64(d.Matchmakers)*writes*ListenerReadsPerWrite*month,
+			fmt.Sprintf("%s matchmakers × %s writes/s × %s × %s s", n(float64(d.Matchmakers)), n(writes), n(ListenerReadsPerWrite), n(month)), p),
+		reads("one-off queries", d.QueriesPerSecond*u.ReadsPerQuery*month,
+			fmt.Sprintf("%s/s × %s × %s s", n(d.QueriesPerSecond), n(u.ReadsPerQuery), n(month)), p),
+		requests("query function", d.QueriesPerSecond*month, fmt.Sprintf("%s/s × %s s", n(d.QueriesPerSecond), n(month)), p),
+		instanceTime("query function", d.QueriesPerSecond*month*u.BilledSecondsPerQuery, instance, instanceF,
+			fmt.Sprintf("%s/s × %s s × %s s billed per query", n(d.QueriesPerSecond), n(month), n(u.BilledSecondsPerQuery))),
+		logging("consumer function", msgs*u.LogBytesPerInvocation*month,
+			fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.LogBytesPerInvocation), n(month)), p),
+	}
+	b.Matchmaker = reads("one directly-listening matchmaker", writes*ListenerReadsPerWrite*month,
+		fmt.Sprintf("%s writes/s × %s × %s s", n(writes), n(ListenerReadsPerWrite), n(month)), p)
+	return b
+}
+
+func pubsub(item string, bytes float64, formula string, p PriceTable) Line {
+	return Line{Component: "Pub/Sub", Item: item, Formula: formula, Quantity: bytes / (1 << 40), Unit: "TiB", Price: p.PubSubPerTiB,
+		PriceText: fmt.Sprintf("$%s per TiB", n(p.PubSubPerTiB))}.costed()
+}
+
+func requests(item string, n float64, formula string, p PriceTable) Line {
+	return Line{Component: "Cloud Run requests", Item: item, Formula: formula, Quantity: n, Unit: "requests", Price: p.RunPerMillionRequests / 1e6,
+		PriceText: fmt.Sprintf("$%.2f per million", p.RunPerMillionRequests)}.costed()
+}
+
+func instanceTime(item string, instanceSeconds, pricePerSecond float64, size, formula string) Line {
+	return Line{Component: "Cloud Run instance time", Item: item + " (" + size + ")", Formula: formula, Quantity: instanceSeconds,
+		Unit: "instance-seconds", Price: pricePerSecond, PriceText: fmt.Sprintf("$%s per instance-second", n(pricePerSecond))}.costed()
+}
+
+func reads(item string, n float64, formula string, p PriceTable) Line {
+	return Line{Component: "Firestore reads", Item: item, Formula: formula, Quantity: n, Unit: "reads", Price: p.FirestoreReadsPer100k / 1e5,
+		PriceText: fmt.Sprintf("$%.2f per 100 000", p.FirestoreReadsPer100k)}.costed()
+}
+
+func writesLine(item string, n float64, formula string, p PriceTable) Line {
+	return Line{Component: "Firestore writes", Item: item, Formula: formula, Quantity: n, Unit: "writes", Price: p.FirestoreWritesPer100k / 1e5,
+		PriceText: fmt.Sprintf("$%.2f per 100 000", p.FirestoreWritesPer100k)}.costed()
+}
+
+func logging(item string, bytes float64, formula string, p PriceTable) Line {
+	return Line{Component: "Cloud Logging", Item: item, Formula: formula, Quantity: bytes / (1 << 30), Unit: "GiB", Price: p.LoggingPerGiB,
+		PriceText: fmt.Sprintf("$%.2f per GiB", p.LoggingPerGiB)}.costed()
+}
+
+func (l Line) costed() Line {
+	l.Cost = l.Quantity * l.Price
+	return l
+}
+
+// n formats a number of a formula: up to four significant digits, digits
+// grouped by three.
+func n(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return group(strconv.FormatFloat(v, 'f', 0, 64))
+	}
+	return group(strconv.FormatFloat(v, 'f', max(0, 3-int(math.Floor(math.Log10(math.Abs(v))))), 64))
+}
+
+// group separates a number's whole digits by threes with a space.
+func group(s string) string {
+	whole, frac, _ := strings.Cut(s, ".")
+	frac = strings.TrimRight(frac, "0")
+	neg := strings.HasPrefix(whole, "-")
+	whole = strings.TrimPrefix(whole, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteString("-")
+	}
+	for i, c := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteString(" ")
+		}
+		b.WriteRune(c)
+	}
+	if frac != "" {
+		b.WriteString("." + frac)
+	}
+	return b.String()
+}
+
+// metrics names each measured unit as BenchmarkBill reports it.
+func (m *Measured) metrics() []struct {
+	name string
+	v    *float64
+} {
+	f, b := &m.Fleetcast, &m.Baseline
+	return []struct {
+		name string
+		v    *float64
+	}{
+		{"fc-msgs/hot-fleet-s", &f.MsgsPerHotFleetSecond},
+		{"fc-msgs/spread-change", &f.MsgsPerSpreadChange},
+		{"fc-refreshes/fleet-interval", &f.RefreshesPerFleetInterval},
+		{"fc-parts/snapshot", &f.PartsPerSnapshot},
+		{"fc-billed-bytes/upsert", &f.BilledBytesPerUpsert},
+		{"fc-billed-bytes/part", &f.BilledBytesPerPart},
+		{"fc-apply-reads/upsert", &f.ApplyReadsPerUpsert},
+		{"fc-writes/change", &f.WritesPerChange},
+		{"fc-reconcile-reads/part", &f.ReconcileReadsPerPart},
+		{"fc-cluster-reads/part", &f.ClusterReadsPerPart},
+		{"fc-cluster-writes/part", &f.ClusterWritesPerPart},
+		{"fc-full-reconcile-every", &f.FullReconcileEvery},
+		{"fc-billed-s/invocation", &f.BilledSecondsPerInvocation},
+		{"fc-log-bytes/invocation", &f.LogBytesPerInvocation},
+		{"fc-view-idle-reads/s", &f.ViewIdleReadsPerSecond},
+		{"fc-view-reads/write", &f.ViewReadsPerWrite},
+		{"bl-msgs/change", &b.MsgsPerChange},
+		{"bl-msgs/fleet-republish", &b.MsgsPerFleetRepublish},
+		{"bl-billed-bytes/msg", &b.BilledBytesPerMsg},
+		{"bl-writes/msg", &b.WritesPerMsg},
+		{"bl-billed-s/invocation", &b.BilledSecondsPerInvocation},
+		{"bl-log-bytes/invocation", &b.LogBytesPerInvocation},
+		{"bl-reads/query", &b.ReadsPerQuery},
+		{"bl-billed-s/query", &b.BilledSecondsPerQuery},
+	}
+}
+
+// Report passes each measured unit to report, under the metric name
+// FromMetrics reads it back by.
+func (m Measured) Report(report func(name string, v float64)) {
+	for _, f := range m.metrics() {
+		report(f.name, *f.v)
+	}
+}
+
+// FromMetrics reads the measured units from a benchmark run's metrics;
+// a missing metric is an error.
+func FromMetrics(get func(name string) (float64, error)) (Measured, error) {
+	var m Measured
+	for _, f := range m.metrics() {
+		v, err := get(f.name)
+		if err != nil {
+			return Measured{}, err
+		}
+		*f.v = v
+	}
+	return m, nil
+}

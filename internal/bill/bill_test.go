@@ -1,0 +1,157 @@
+package bill
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMeterBillsBusyPeriodsRoundedUp(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for _, tc := range []struct {
+		name         string
+		spans        [][2]int // begin, end in ms
+		busy, billed time.Duration
+	}{
+		{"one short request bills the rounding", [][2]int{{0, 3}}, 3 * time.Millisecond, 100 * time.Millisecond},
+		{"an instant request still bills the rounding", [][2]int{{5, 5}}, 0, 100 * time.Millisecond},
+		{"a long request rounds up", [][2]int{{0, 250}}, 250 * time.Millisecond, 300 * time.Millisecond},
+		{"overlapping requests share one period", [][2]int{{0, 30}, {20, 50}, {40, 90}}, 90 * time.Millisecond, 100 * time.Millisecond},
+		{"requests apart are periods apart", [][2]int{{0, 10}, {500, 510}}, 20 * time.Millisecond, 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMeter(100 * time.Millisecond)
+			type mark struct {
+				ms    int
+				begin bool
+			}
+			var marks []mark
+			for _, s := range tc.spans {
+				marks = append(marks, mark{s[0], true}, mark{s[1], false})
+			}
+			// In time order, begins before ends at the same instant.
+			for i := range marks {
+				for j := i + 1; j < len(marks); j++ {
+					if marks[j].ms < marks[i].ms || (marks[j].ms == marks[i].ms && marks[j].begin && !marks[i].begin) {
+						marks[i], marks[j] = marks[j], marks[i]
+					}
+				}
+			}
+			for _, mk := range marks {
+				if mk.begin {
+					m.Begin(at(mk.ms))
+				} else {
+					m.End(at(mk.ms))
+				}
+			}
+			requests, busy, billed := m.Totals(at(10_000))
+			assert.Equal(t, int64(len(tc.spans)), requests)
+			assert.Equal(t, tc.busy, busy)
+			assert.Equal(t, tc.billed, billed)
+		})
+	}
+}
+
+func TestMeterBillsAnOpenPeriodUpToNow(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	m := NewMeter(100 * time.Millisecond)
+	m.Begin(t0)
+	m.Begin(t0.Add(time.Second))
+	m.End(t0.Add(2 * time.Second))
+	_, busy, billed := m.Totals(t0.Add(2*time.Second + 50*time.Millisecond))
+	assert.Equal(t, 2050*time.Millisecond, busy, "the instance has not idled")
+	assert.Equal(t, 2100*time.Millisecond, billed)
+	m.End(t0.Add(3 * time.Second))
+	_, busy, billed = m.Totals(t0.Add(time.Hour))
+	assert.Equal(t, 3*time.Second, busy, "an ended period stops counting")
+	assert.Equal(t, 3*time.Second, billed)
+}
+
+func units() Measured {
+	return Measured{
+		Fleetcast: FleetcastUnits{
+			MsgsPerHotFleetSecond: 1, MsgsPerSpreadChange: 1, RefreshesPerFleetInterval: 0.5, PartsPerSnapshot: 1,
+			BilledBytesPerUpsert: 1000, BilledBytesPerPart: 20000, ApplyReadsPerUpsert: 1, WritesPerChange: 1,
+			ReconcileReadsPerPart: 1, ClusterReadsPerPart: 1, ClusterWritesPerPart: 1, FullReconcileEvery: 240,
+			BilledSecondsPerInvocation: 0.1, LogBytesPerInvocation: 300, ViewIdleReadsPerSecond: 4, ViewReadsPerWrite: 2,
+		},
+		Baseline: BaselineUnits{MsgsPerChange: 1, MsgsPerFleetRepublish: 1, BilledBytesPerMsg: 1000, WritesPerMsg: 1,
+			BilledSecondsPerInvocation: 0.1, LogBytesPerInvocation: 300, ReadsPerQuery: 100, BilledSecondsPerQuery: 0.1},
+	}
+}
+
+func line(t *testing.T, b Bill, component, item string) Line {
+	t.Helper()
+	for _, l := range b.Lines {
+		if l.Component == component && l.Item == item {
+			return l
+		}
+	}
+	require.Failf(t, "no line", "%s has no line %s: %s", b.System, component, item)
+	return Line{}
+}
+
+func TestFleetcastBillFollowsTheDeployment(t *testing.T) {
+	u := units().Fleetcast
+	b := Fleetcast(Reference, u, Prices)
+	month := Month.Seconds()
+	// 2 hot fleets × 1 msg/s, 60 spread changes/s, 10 000 fleets × 0.5
+	// refreshes per 600 s, 10 clusters × 1 part per 30 s.
+	upserts := 2 + 60 + 10000*0.5/600.0
+	parts := 10 / 30.0
+	assert.InDelta(t, (upserts*1000+parts*20000)*month/(1<<40), line(t, b, "Pub/Sub", "publish").Quantity, 1e-9)
+	assert.InDelta(t, (upserts+parts)*month, line(t, b, "Cloud Run requests", "ingest function").Quantity, 1e-3)
+	assert.InDelta(t, 62*month, line(t, b, "Firestore writes", "ingest: changes").Quantity, 1e-3)
+	assert.InDelta(t, parts*(1+1000/240.0)*month, line(t, b, "Firestore reads", "ingest: snapshot reconcile").Quantity, 1e-3)
+	writes := 62 + parts
+	assert.InDelta(t, 2*(4+2*writes+10000/900.0)*month, line(t, b, "Firestore reads", "query function's views (queries and streams)").Quantity, 1e-3)
+	assert.InDelta(t, 2*month*(0.000024+0.5*0.0000025), line(t, b, "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)").Cost, 1e-6)
+	assert.InDelta(t, writes*month*0.06/1e5, b.Matchmaker.Cost, 1e-6)
+
+	sum := 0.0
+	for _, l := range b.Lines {
+		assert.InDelta(t, l.Quantity*l.Price, l.Cost, 1e-9, l.Item)
+		assert.NotEmpty(t, l.Formula, l.Item)
+		sum += l.Cost
+	}
+	assert.InDelta(t, sum, b.Total(), 1e-9)
+
+	// Twice the hot fleets' messages: twice their share of the requests.
+	u.MsgsPerHotFleetSecond = 2
+	more := Fleetcast(Reference, u, Prices)
+	assert.InDelta(t, 2*month, line(t, more, "Cloud Run requests", "ingest function").Quantity-line(t, b, "Cloud Run requests", "ingest function").Quantity, 1e-3)
+}
+
+func TestBaselineBillFollowsTheDeployment(t *testing.T) {
+	b := Baseline(Reference, units().Baseline, Prices)
+	month := Month.Seconds()
+	msgs := 100 + 10000/15.0
+	assert.InDelta(t, msgs*month, line(t, b, "Firestore writes", "consumer: every message").Quantity, 1e-3)
+	assert.InDelta(t, 20*msgs*month, line(t, b, "Firestore reads", "matchmakers' listeners").Quantity, 1e-2)
+	assert.InDelta(t, 10*100*month, line(t, b, "Firestore reads", "one-off queries").Quantity, 1e-3)
+	assert.InDelta(t, msgs*month*0.06/1e5, b.Matchmaker.Cost, 1e-6)
+}
+
+func TestNumbersInFormulas(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 2628000: "2 628 000", 1.00349: "1.003", 0.0001234: "0.0001234", 16.666: "16.67", -1234.5: "-1 234"} {
+		assert.Equal(t, want, n(v), "%v", v)
+	}
+}
+
+func TestMeasuredRoundTripsThroughMetrics(t *testing.T) {
+	m := units()
+	got := map[string]float64{}
+	m.Report(func(name string, v float64) {
+		assert.NotContains(t, got, name, "two units share a name")
+		got[name] = v
+	})
+	back, err := FromMetrics(func(name string) (float64, error) { return got[name], nil })
+	require.NoError(t, err)
+	assert.Equal(t, m, back)
+
+	_, err = FromMetrics(func(name string) (float64, error) { return 0, assert.AnError })
+	assert.ErrorIs(t, err, assert.AnError)
+}
