@@ -513,6 +513,35 @@ func TestMaxStaleness(t *testing.T) {
 	}, 5*time.Second, time.Millisecond)
 }
 
+// TestAPolledViewStartsNoSyncOfItsOwn: while watches poll the view at
+// least every MaxStaleness, a request past half of it starts no sync in
+// the background (the poll's are enough, and each sync costs reads), and
+// one past MaxStaleness still waits for a sync.
+func TestAPolledViewStartsNoSyncOfItsOwn(t *testing.T) {
+	w := newWorld(t)
+	// The poll's ticker runs on real time: an hour is never, here.
+	svc := w.service(Options{MaxStaleness: time.Hour, WatchPoll: time.Hour, ClusterRefresh: 100 * time.Hour, StaleAfter: 100 * time.Hour})
+	all(t, svc, NewQuery())
+	syncing := func() bool {
+		svc.syncMu.Lock()
+		defer svc.syncMu.Unlock()
+		return svc.running != nil
+	}
+	stop := svc.watching()
+	w.clk.Add(40 * time.Minute)
+	w.put(doc("pc", "games", "a", nil, 1, nil))
+	assert.Empty(t, all(t, svc, NewQuery()), "answered from the view")
+	assert.False(t, syncing(), "the poll syncs; the request does not")
+
+	w.clk.Add(30 * time.Minute)
+	assert.Equal(t, []string{"pc/games/a"}, all(t, svc, NewQuery()), "past MaxStaleness the answer waits for a sync")
+
+	stop()
+	w.clk.Add(40 * time.Minute)
+	all(t, svc, NewQuery())
+	assert.True(t, syncing(), "without watches, a request past half starts one")
+}
+
 // TestTheFeedFollowsTheView: every change a sync applies is in the feed,
 // with the state before and after, a reload records what it changed, a
 // cluster turning stale or fresh is recorded, and watches are woken once

@@ -218,11 +218,13 @@ type syncRound struct {
 // sync brings the view up to date for a request beginning now. With
 // MaxStaleness, a view whose newest sync began less than that ago is
 // current enough: the request does not wait, and a sync starts in the
-// background once the view is half that old. Otherwise the request waits
-// for a sync that begins after it arrived, never one already under way,
-// which may have read before a write the caller saw acknowledged.
-// Concurrent callers share rounds, so a burst of requests costs one or
-// two syncs.
+// background once the view is half that old, unless watches poll the
+// view at least that often (each sync costs reads, and a write is read
+// again by every sync within CommitLag after it: syncs the poll makes
+// anyway are the cheapest). Otherwise the request waits for a sync that
+// begins after it arrived, never one already under way, which may have
+// read before a write the caller saw acknowledged. Concurrent callers
+// share rounds, so a burst of requests costs one or two syncs.
 func (s *Service) sync(ctx context.Context) error {
 	if m := s.opts.MaxStaleness; m > 0 {
 		now := s.opts.Now()
@@ -230,13 +232,21 @@ func (s *Service) sync(ctx context.Context) error {
 		loaded, age := s.view.loaded, now.Sub(s.view.lastSync)
 		s.mu.RUnlock()
 		if loaded && age < m {
-			if age >= m/2 {
+			if age >= m/2 && !s.polled() {
 				s.join()
 			}
 			return nil
 		}
 	}
 	return s.Sync(ctx)
+}
+
+// polled reports whether watches poll the view at least every
+// MaxStaleness.
+func (s *Service) polled() bool {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	return s.watches > 0 && s.opts.WatchPoll <= s.opts.MaxStaleness
 }
 
 // Sync waits for a sync of the view that begins after the call: then the
