@@ -2,11 +2,13 @@ package fleetapi
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
 )
@@ -540,6 +543,51 @@ func TestAPolledViewStartsNoSyncOfItsOwn(t *testing.T) {
 	w.clk.Add(40 * time.Minute)
 	all(t, svc, NewQuery())
 	assert.True(t, syncing(), "without watches, a request past half starts one")
+}
+
+// gatedSource holds each FleetsWrittenSince until released, and counts
+// the calls.
+type gatedSource struct {
+	*fleetapitest.Memory
+	entered chan struct{}
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (g *gatedSource) FleetsWrittenSince(ctx context.Context, since time.Time) (firestoredb.Page[fleet.Document], error) {
+	g.calls.Add(1)
+	g.entered <- struct{}{}
+	<-g.release
+	return g.Memory.FleetsWrittenSince(ctx, since)
+}
+
+// TestARequestPastMaxStalenessWaitsForTheSyncUnderWay: a sync that began
+// within MaxStaleness of a request holds what the request may be owed, so
+// the request waits for it and starts no other.
+func TestARequestPastMaxStalenessWaitsForTheSyncUnderWay(t *testing.T) {
+	w := newWorld(t)
+	src := &gatedSource{Memory: w.mem, entered: make(chan struct{}, 8), release: make(chan struct{})}
+	svc := NewService(src, Options{Now: w.clk.Now, MaxStaleness: time.Second, ClusterRefresh: time.Hour})
+	assert.Empty(t, all(t, svc, NewQuery()), "the load: no FleetsWrittenSince")
+
+	w.clk.Add(900 * time.Millisecond)
+	w.put(doc("pc", "games", "a", nil, 1, nil))
+	synced := make(chan error, 1)
+	go func() { synced <- svc.Sync(context.Background()) }()
+	<-src.entered // a sync began 900 ms after the load, and reads
+
+	w.clk.Add(200 * time.Millisecond) // the view is 1.1 s old; the sync under way began 200 ms ago
+	answered := make(chan []string, 1)
+	go func() { answered <- all(t, svc, NewQuery()) }()
+	require.Never(t, func() bool {
+		svc.syncMu.Lock()
+		defer svc.syncMu.Unlock()
+		return svc.queued != nil
+	}, 50*time.Millisecond, time.Millisecond, "the request queued a sync of its own")
+	close(src.release)
+	require.NoError(t, <-synced)
+	assert.Equal(t, []string{"pc/games/a"}, <-answered, "the answer holds what the sync under way read")
+	assert.Equal(t, int64(1), src.calls.Load(), "one sync read")
 }
 
 // TestTheFeedFollowsTheView: every change a sync applies is in the feed,

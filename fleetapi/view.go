@@ -213,6 +213,9 @@ func (v *view) judgeOne(name string, now time.Time, staleAfter time.Duration, re
 type syncRound struct {
 	done chan struct{}
 	err  error
+	// started is when the round began reading (zero while queued); set
+	// under syncMu.
+	started time.Time
 }
 
 // sync brings the view up to date for a request beginning now. With
@@ -237,8 +240,34 @@ func (s *Service) sync(ctx context.Context) error {
 			}
 			return nil
 		}
+		// A sync already reading, begun within MaxStaleness, holds
+		// every write acknowledged that long before the request: wait
+		// for it rather than for one more.
+		if r := s.runningSince(now.Add(-m)); r != nil {
+			return r.wait(ctx)
+		}
 	}
 	return s.Sync(ctx)
+}
+
+// runningSince returns the round reading now if it began at or after t.
+func (s *Service) runningSince(t time.Time) *syncRound {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if r := s.running; r != nil && !r.started.IsZero() && !r.started.Before(t) {
+		return r
+	}
+	return nil
+}
+
+// wait waits for r, or for ctx to end.
+func (r *syncRound) wait(ctx context.Context) error {
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return storeErr(context.Cause(ctx))
+	}
 }
 
 // polled reports whether watches poll the view at least every
@@ -253,13 +282,7 @@ func (s *Service) polled() bool {
 // view holds every write acknowledged before the call, and no sync begun
 // earlier is still running.
 func (s *Service) Sync(ctx context.Context) error {
-	r := s.join()
-	select {
-	case <-r.done:
-		return r.err
-	case <-ctx.Done():
-		return storeErr(context.Cause(ctx))
-	}
+	return s.join().wait(ctx)
 }
 
 // join returns the first round that begins after the call: a new one when
@@ -285,7 +308,10 @@ func (s *Service) join() *syncRound {
 func (s *Service) runSyncs(r *syncRound) {
 	for r != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.SyncTimeout)
-		r.err = s.syncOnce(ctx)
+		s.syncMu.Lock()
+		r.started = s.opts.Now()
+		s.syncMu.Unlock()
+		r.err = s.syncOnce(ctx, r.started)
 		cancel()
 		if r.err != nil {
 			// Waiters answer with the error; a background round has
@@ -310,8 +336,7 @@ func (s *Service) runSyncs(r *syncRound) {
 // visible at most CommitLag after its server timestamp), so no later
 // sync needs to read it again. Documents stamped within CommitLag before
 // a sync are read again by the next one, and change nothing.
-func (s *Service) syncOnce(ctx context.Context) error {
-	started := s.opts.Now()
+func (s *Service) syncOnce(ctx context.Context, started time.Time) error {
 	point := started.Add(-s.opts.CommitLag)
 	s.mu.RLock()
 	v := &s.view
