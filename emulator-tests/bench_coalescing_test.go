@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -12,17 +13,19 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/internal/bill"
 	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/emulator"
 	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/publisher"
+	"github.com/fleetcast/fleetcast/pubsubtopic"
 )
 
 var (
@@ -75,10 +78,19 @@ func (s *fleetcastSide) Send(ctx context.Context, ev fleet.Event) error {
 // written in order (as an ordered subscription would deliver them).
 type broadcaster struct {
 	countingStore
-	seq    atomic.Int64
-	shards []chan fleet.Event
-	wg     sync.WaitGroup
-	err    atomic.Pointer[error]
+	// republished counts the messages of the periodic republish; bytes
+	// their Pub/Sub volume, each request's minimum applied.
+	republished, bytes atomic.Int64
+	// spans records the consumer's writes, for their Cloud Run bill, and
+	// cold those of the fleets not in hot; log, if set, gets one line per
+	// write.
+	spans, cold bill.Spans
+	hot         map[string]bool
+	log         *slog.Logger
+	seq         atomic.Int64
+	shards      []chan fleet.Event
+	wg          sync.WaitGroup
+	err         atomic.Pointer[error]
 }
 
 func newBroadcaster(store *firestoredb.Store, workers int) *broadcaster {
@@ -105,6 +117,9 @@ func (b *broadcaster) publish(k fleet.Key, s *fleet.State) {
 		ev.Kind, ev.Fleet = fleet.KindUpsert, *s
 	}
 	b.messages.Add(1)
+	if msg, err := pubsubtopic.Message(ev); err == nil {
+		b.bytes.Add(int64(billedVolume(msg)))
+	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(k.Name))
 	b.shards[int(h.Sum32())%len(b.shards)] <- ev
@@ -116,15 +131,84 @@ func (b *broadcaster) write(ev fleet.Event) error {
 	defer cancel()
 	d, _ := fleet.ApplyFleetEvent(nil, ev, time.Now(), time.Hour)
 	for attempt := 0; ; attempt++ {
+		begin := time.Now()
 		_, err := b.store.FleetRef(ev.Key()).Set(ctx, d)
+		b.spans.Add(begin, time.Now())
+		if !b.hot[ev.Name] {
+			b.cold.Add(begin, time.Now())
+		}
 		if err == nil {
 			b.writes.Add(1)
+			if b.log != nil {
+				b.log.InfoContext(ctx, "fleet event written", logging.KeyKind, string(ev.Kind), logging.KeyCluster, ev.Cluster,
+					logging.KeyFleet, ev.Key().DocID(), logging.KeyVersion, ev.Version.String())
+			}
 			return nil
 		}
 		if attempt == 5 {
 			return err
 		}
 		letTimePass(100 * time.Millisecond)
+	}
+}
+
+// follow publishes every informer event on the fleets of ns, and every
+// fleet each period, until the returned stop is called.
+func (b *broadcaster) follow(tb testing.TB, ns *kubetest.Namespace, projection publisher.Projection, cluster string, period time.Duration) (stop func()) {
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(ns.Dyn, 0, ns.Name, nil)
+	inf := factory.ForResource(publisher.FleetGVR).Informer()
+	project := func(obj any) (fleet.Key, *fleet.State) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		k, s, err := projection.Project(cluster, obj.(*unstructured.Unstructured))
+		if err != nil {
+			tb.Errorf("baseline projection: %v", err)
+		}
+		return k, &s
+	}
+	// One lock orders the events and the republishes: a republish that
+	// listed a fleet before its update must publish it before the update
+	// does, or the older state would be written last.
+	var order sync.Mutex
+	locked := func(f func()) {
+		order.Lock()
+		defer order.Unlock()
+		f()
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { locked(func() { b.publish(project(obj)) }) },
+		UpdateFunc: func(_, obj any) { locked(func() { b.publish(project(obj)) }) },
+		DeleteFunc: func(obj any) { locked(func() { k, _ := project(obj); b.publish(k, nil) }) },
+	})
+	require.NoError(tb, err)
+	done := make(chan struct{})
+	factory.Start(done)
+	factory.WaitForCacheSync(done)
+	ctx, cancel := context.WithCancel(context.Background())
+	var republisher sync.WaitGroup
+	republisher.Go(func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			locked(func() {
+				for _, obj := range inf.GetStore().List() {
+					b.republished.Add(1)
+					b.publish(project(obj))
+				}
+			})
+		}
+	})
+	return func() {
+		cancel()
+		republisher.Wait()
+		close(done)
+		factory.Shutdown()
 	}
 }
 
@@ -170,7 +254,6 @@ func BenchmarkCoalescingVsBroadcast(b *testing.B) {
 
 func benchmarkCoalescing(b *testing.B, c *controlplane.ControlPlane) {
 	compress := time.Duration(*coalesceCompress)
-	ctx := b.Context()
 	ns := kubetest.NewNamespace(b, c)
 	const cluster = "bench"
 	ours := &fleetcastSide{countingStore{store: firestoredb.New(emulator.Firestore(b, emulator.ProjectID(b)), time.Hour, time.Now)}}
@@ -182,45 +265,7 @@ func benchmarkCoalescing(b *testing.B, c *controlplane.ControlPlane) {
 	cfg.RefreshInterval = publisher.DefaultRefreshInterval / compress
 	kubetest.StartPublisher(b, cfg, c.RESTConfig(), ours)
 
-	// The baseline's informer on the same namespace.
-	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(ns.Dyn, 0, ns.Name, nil)
-	inf := factory.ForResource(publisher.FleetGVR).Informer()
-	project := func(obj any) (fleet.Key, *fleet.State) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		k, s, err := cfg.Projection.Project(cluster, obj.(*unstructured.Unstructured))
-		if err != nil {
-			b.Errorf("baseline projection: %v", err)
-		}
-		return k, &s
-	}
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { base.publish(project(obj)) },
-		UpdateFunc: func(_, obj any) { base.publish(project(obj)) },
-		DeleteFunc: func(obj any) { k, _ := project(obj); base.publish(k, nil) },
-	})
-	require.NoError(b, err)
-	stop := make(chan struct{})
-	factory.Start(stop)
-	factory.WaitForCacheSync(stop)
-	republishCtx, stopRepublish := context.WithCancel(ctx)
-	var republisher sync.WaitGroup
-	republisher.Go(func() {
-		t := time.NewTicker(baselineRepublish / compress)
-		defer t.Stop()
-		for {
-			select {
-			case <-republishCtx.Done():
-				return
-			case <-t.C:
-			}
-			for _, obj := range inf.GetStore().List() {
-				base.publish(project(obj))
-			}
-		}
-	})
-
+	stopBaseline := base.follow(b, ns, cfg.Projection, cluster, baselineRepublish/compress)
 	counts := func() phaseCounts {
 		reads := int64(0)
 		for _, n := range ours.store.Billing().Reads {
@@ -305,33 +350,13 @@ func benchmarkCoalescing(b *testing.B, c *controlplane.ControlPlane) {
 
 	// 3. Steady state.
 	letTimePass(steadyDuration / compress)
-	stopRepublish()
-	republisher.Wait()
-	close(stop)
-	factory.Shutdown()
+	stopBaseline()
 	require.NoError(b, base.close())
 	end := counts()
 	b.StopTimer()
 
 	// Both must end in the API server's final state.
-	list, err := ns.Fleets(ns.Name).List(ctx, metav1.ListOptions{})
-	require.NoError(b, err)
-	want := map[string]string{}
-	for _, item := range list.Items {
-		_, s, err := cfg.Projection.Project(cluster, &item)
-		require.NoError(b, err)
-		want[item.GetName()] = statusLine(s.Status.Replicas, s.Status.ReadyReplicas, s.Status.AllocatedReplicas)
-	}
-	require.Len(b, want, 1+churnFleets)
-	for name, store := range map[string]*firestoredb.Store{"fleetcast": ours.store, "baseline": base.store} {
-		live, err := store.LiveFleets(ctx)
-		require.NoError(b, err)
-		got := map[string]string{}
-		for _, d := range live.Docs {
-			got[d.Name] = statusLine(d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AllocatedReplicas)
-		}
-		require.Equal(b, want, got, "%s's Firestore view differs from the API server", name)
-	}
+	requireViewsMatch(b, ns, cfg.Projection, cluster, 1+churnFleets, map[string]*firestoredb.Store{"fleetcast": ours.store, "baseline": base.store})
 
 	report := func(phase string, from, to phaseCounts) {
 		b.ReportMetric(float64(to.fcMsgs-from.fcMsgs), phase+"-fleetcast-msgs")

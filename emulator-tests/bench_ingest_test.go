@@ -24,8 +24,8 @@ var (
 
 // BenchmarkIngestFunction measures one instance of IngestFleetEvents, its
 // own process as in the cloud (LOG_LEVEL=INFO, the default), fed raw Pub/Sub
-// push requests over HTTP: sequentially, as deployed
-// (max_instance_request_concurrency = 1), and with 8 requests in flight.
+// push requests over HTTP: sequentially, and with 8 requests in flight as
+// deployed (max_instance_request_concurrency = ingest_concurrency, 8).
 // "changed" events each carry a new version and state for one of 100
 // fleets; "duplicate" re-sends the events of the round before (a
 // redelivery). Writes per event come from the function's own log, and so

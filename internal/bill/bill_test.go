@@ -1,6 +1,8 @@
 package bill
 
 import (
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -8,66 +10,58 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestMeterBillsBusyPeriodsRoundedUp(t *testing.T) {
+func TestInstanceTimeBillsBusyPeriodsRoundedUp(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	for _, tc := range []struct {
-		name         string
-		spans        [][2]int // begin, end in ms
-		busy, billed time.Duration
+		name        string
+		spans       [][2]int // begin, end in ms
+		concurrency int
+		billed      time.Duration
+		instances   int
 	}{
-		{"one short request bills the rounding", [][2]int{{0, 3}}, 3 * time.Millisecond, 100 * time.Millisecond},
-		{"an instant request still bills the rounding", [][2]int{{5, 5}}, 0, 100 * time.Millisecond},
-		{"a long request rounds up", [][2]int{{0, 250}}, 250 * time.Millisecond, 300 * time.Millisecond},
-		{"overlapping requests share one period", [][2]int{{0, 30}, {20, 50}, {40, 90}}, 90 * time.Millisecond, 100 * time.Millisecond},
-		{"requests apart are periods apart", [][2]int{{0, 10}, {500, 510}}, 20 * time.Millisecond, 200 * time.Millisecond},
+		{"one short request bills the rounding", [][2]int{{0, 3}}, 8, 100 * time.Millisecond, 1},
+		{"an instant request still bills the rounding", [][2]int{{5, 5}}, 8, 100 * time.Millisecond, 1},
+		{"a long request rounds up", [][2]int{{0, 250}}, 8, 300 * time.Millisecond, 1},
+		{"overlapping requests share one period", [][2]int{{0, 30}, {20, 50}, {40, 90}}, 8, 100 * time.Millisecond, 1},
+		{"requests apart are periods apart", [][2]int{{500, 510}, {0, 10}}, 8, 200 * time.Millisecond, 1},
+		{"a period within the last one's rounding continues its billed time", [][2]int{{0, 60}, {60, 120}}, 8, 160 * time.Millisecond, 1},
+		{"short periods close together bill the union of their roundings", [][2]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {150, 160}}, 8, 206 * time.Millisecond, 1},
+		{"beyond the concurrency a second instance bills too", [][2]int{{0, 50}, {10, 50}, {20, 50}}, 2, 200 * time.Millisecond, 2},
+		{"one at a time: every overlap is an instance", [][2]int{{0, 250}, {100, 150}}, 1, 400 * time.Millisecond, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMeter(100 * time.Millisecond)
-			type mark struct {
-				ms    int
-				begin bool
-			}
-			var marks []mark
+			var spans []Span
 			for _, s := range tc.spans {
-				marks = append(marks, mark{s[0], true}, mark{s[1], false})
+				spans = append(spans, Span{at(s[0]), at(s[1])})
 			}
-			// In time order, begins before ends at the same instant.
-			for i := range marks {
-				for j := i + 1; j < len(marks); j++ {
-					if marks[j].ms < marks[i].ms || (marks[j].ms == marks[i].ms && marks[j].begin && !marks[i].begin) {
-						marks[i], marks[j] = marks[j], marks[i]
-					}
-				}
-			}
-			for _, mk := range marks {
-				if mk.begin {
-					m.Begin(at(mk.ms))
-				} else {
-					m.End(at(mk.ms))
-				}
-			}
-			requests, busy, billed := m.Totals(at(10_000))
-			assert.Equal(t, int64(len(tc.spans)), requests)
-			assert.Equal(t, tc.busy, busy)
+			billed, instances := InstanceTime(spans, tc.concurrency, 100*time.Millisecond)
 			assert.Equal(t, tc.billed, billed)
+			assert.Equal(t, tc.instances, instances)
 		})
 	}
 }
 
-func TestMeterBillsAnOpenPeriodUpToNow(t *testing.T) {
+func TestSuperposeKeepsEachCopyInTheWindow(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	m := NewMeter(100 * time.Millisecond)
-	m.Begin(t0)
-	m.Begin(t0.Add(time.Second))
-	m.End(t0.Add(2 * time.Second))
-	_, busy, billed := m.Totals(t0.Add(2*time.Second + 50*time.Millisecond))
-	assert.Equal(t, 2050*time.Millisecond, busy, "the instance has not idled")
-	assert.Equal(t, 2100*time.Millisecond, billed)
-	m.End(t0.Add(3 * time.Second))
-	_, busy, billed = m.Totals(t0.Add(time.Hour))
-	assert.Equal(t, 3*time.Second, busy, "an ended period stops counting")
-	assert.Equal(t, 3*time.Second, billed)
+	var rec Spans
+	for i := range 100 {
+		rec.Add(t0.Add(time.Duration(i)*time.Second), t0.Add(time.Duration(i)*time.Second+20*time.Millisecond))
+	}
+	rec.Add(t0.Add(-time.Second), t0) // before the window
+	spans := rec.Within(t0, t0.Add(100*time.Second))
+	require.Len(t, spans, 100)
+	all := Superpose(spans, spans[:50], t0, 100*time.Second, 9, rand.New(rand.NewPCG(1, 2)))
+	require.Len(t, all, 100+9*50, "the first whole, nine copies of the others")
+	for _, s := range all {
+		assert.False(t, s.Begin.Before(t0) || !s.Begin.Before(t0.Add(100*time.Second)), "begins in the window")
+		assert.Equal(t, 20*time.Millisecond, s.End.Sub(s.Begin), "keeps its length")
+	}
+	one, _ := InstanceTime(spans, 8, 100*time.Millisecond)
+	ten, _ := InstanceTime(all, 8, 100*time.Millisecond)
+	assert.Equal(t, 10*time.Second, one, "a request a second: each its own period")
+	assert.Greater(t, ten, 3*one, "sources at random offsets rarely share a period")
+	assert.LessOrEqual(t, ten, 550*100*time.Millisecond, "at most a rounding per request")
 }
 
 func units() Measured {
@@ -154,4 +148,17 @@ func TestMeasuredRoundTripsThroughMetrics(t *testing.T) {
 
 	_, err = FromMetrics(func(name string) (float64, error) { return 0, assert.AnError })
 	assert.ErrorIs(t, err, assert.AnError)
+}
+
+func TestRegionalHalvesFirestoreOnly(t *testing.T) {
+	multi := Fleetcast(Reference, units().Fleetcast, Prices)
+	regional := Fleetcast(Reference, units().Fleetcast, Prices.Regional())
+	for i, l := range multi.Lines {
+		r := regional.Lines[i]
+		if strings.HasPrefix(l.Component, "Firestore") {
+			assert.InDelta(t, l.Cost/2, r.Cost, 1e-9, l.Item)
+		} else {
+			assert.InDelta(t, l.Cost, r.Cost, 1e-9, l.Item)
+		}
+	}
 }

@@ -61,3 +61,11 @@ var Prices = PriceTable{
 	RunRounding:             100 * time.Millisecond,
 	LoggingPerGiB:           0.50,
 }
+
+// Regional returns p with Firestore's prices in a regional location (such
+// as us-central1 or europe-west1), half of a multi-region's.
+func (p PriceTable) Regional() PriceTable {
+	p.FirestoreLocation = "regional (such as us-central1, europe-west1)"
+	p.FirestoreReadsPer100k, p.FirestoreWritesPer100k, p.FirestoreDeletesPer100k = 0.03, 0.09, 0.01
+	return p
+}
