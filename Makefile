@@ -67,9 +67,9 @@ controlplane: ## Build kube-apiserver and etcd into the user cache (once per mac
 	$(CONTROLPLANE) build
 
 .PHONY: bench
-bench: ## Run every benchmark (about 20 min) on the emulators and the control plane; write BENCHMARKS.md from the run.
+bench: ## Run every benchmark (about 40 min) on the emulators and the control plane; write BENCHMARKS.md from the run.
 	mkdir -p bin
-	@echo "make bench: about 20 minutes; each benchmark's line appears when it ends (the coalescing scenario alone takes 12 min)"
+	@echo "make bench: about 40 minutes; each benchmark's line appears when it ends (the coalescing and the bill scenarios take 12 min each)"
 	eval "$$($(CONTROLPLANE) build)"; \
 	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
 	$(EMULATORS) run -- bash -o pipefail -c '\

@@ -15,6 +15,9 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
+
+	"github.com/fleetcast/fleetcast/internal/bill"
 )
 
 // Run is what one benchmark run reported.
@@ -176,6 +179,12 @@ func Render(w io.Writer, run *Run, m Machine) error {
 		"div":   func(a, b float64) float64 { return a / b },
 		"mul":   func(a, b float64) float64 { return a * b },
 		"add":   func(a, b float64) float64 { return a + b },
+		"bill":  func(bench string) (*Bills, error) { return bills(run, bench) },
+		"usd":   func(v float64) string { return "$" + Num(v, 2) },
+		"sci":   sci,
+		"float": func(v int) float64 { return float64(v) },
+		"sub":   func(a, b int) int { return a - b },
+		"dur":   func(d time.Duration) float64 { return d.Seconds() },
 	}
 	t, err := template.New("BENCHMARKS.md").Funcs(funcs).Option("missingkey=error").Parse(docTemplate)
 	if err != nil {
@@ -187,4 +196,80 @@ func Render(w io.Writer, run *Run, m Machine) error {
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+// Bills are both systems' monthly bills for the reference deployment,
+// from the units a run of the bill's benchmark measured.
+type Bills struct {
+	Deployment          bill.Deployment
+	Prices              bill.PriceTable
+	Units               bill.Measured
+	Fleetcast, Baseline bill.Bill
+	// Regional are both bills with Firestore in a regional location.
+	Regional struct {
+		Prices              bill.PriceTable
+		Fleetcast, Baseline bill.Bill
+	}
+	// Components sums each component's lines, fleetcast's and the
+	// baseline's side by side, in the order they first appear.
+	Components []Component
+}
+
+// Component is one component's monthly cost in both bills.
+type Component struct {
+	Name                string
+	Fleetcast, Baseline float64
+}
+
+func bills(run *Run, bench string) (*Bills, error) {
+	m, err := bill.FromMetrics(func(name string) (float64, error) { return run.Median(bench, name) })
+	if err != nil {
+		return nil, err
+	}
+	b := &Bills{Deployment: bill.Reference, Prices: bill.Prices, Units: m,
+		Fleetcast: bill.Fleetcast(bill.Reference, m.Fleetcast, bill.Prices),
+		Baseline:  bill.Baseline(bill.Reference, m.Baseline, bill.Prices)}
+	b.Regional.Prices = bill.Prices.Regional()
+	b.Regional.Fleetcast = bill.Fleetcast(bill.Reference, m.Fleetcast, b.Regional.Prices)
+	b.Regional.Baseline = bill.Baseline(bill.Reference, m.Baseline, b.Regional.Prices)
+	index := map[string]int{}
+	add := func(lines []bill.Line, to func(*Component) *float64) {
+		for _, l := range lines {
+			i, ok := index[l.Component]
+			if !ok {
+				i = len(b.Components)
+				index[l.Component] = i
+				b.Components = append(b.Components, Component{Name: l.Component})
+			}
+			*to(&b.Components[i]) += l.Cost
+		}
+	}
+	add(b.Fleetcast.Lines, func(c *Component) *float64 { return &c.Fleetcast })
+	add(b.Baseline.Lines, func(c *Component) *float64 { return &c.Baseline })
+	return b, nil
+}
+
+// sci formats a large quantity for a table: three significant digits
+// with a metric multiplier (2.63 M, 164 G), or the number itself below
+// 10 000.
+func sci(v float64) string {
+	for _, u := range []struct {
+		div    float64
+		suffix string
+	}{{1e12, " T"}, {1e9, " G"}, {1e6, " M"}, {1e3, " k"}} {
+		if math.Abs(v) >= u.div && (u.div != 1e3 || math.Abs(v) >= 1e4) {
+			x := v / u.div
+			decimals := 2
+			if math.Abs(x) >= 100 {
+				decimals = 0
+			} else if math.Abs(x) >= 10 {
+				decimals = 1
+			}
+			return Num(x, decimals) + u.suffix
+		}
+	}
+	if v != math.Trunc(v) {
+		return Num(v, 3)
+	}
+	return Num(v, 0)
 }

@@ -67,7 +67,7 @@ func TestMissingMetricsAreErrors(t *testing.T) {
 	// The document needs many more benchmarks than the sample has.
 	var b strings.Builder
 	err = Render(&b, r, Machine{})
-	assert.ErrorContains(t, err, "the run has no benchmark BenchmarkCoalescingVsBroadcast")
+	assert.ErrorContains(t, err, "the run has no benchmark BenchmarkBill")
 }
 
 func TestMedianOfEvenCount(t *testing.T) {
@@ -123,4 +123,10 @@ func TestRenderRecordedRun(t *testing.T) {
 	require.NoError(t, err)
 	err = Render(&doc, r, Machine{})
 	assert.ErrorContains(t, err, "the run has no benchmark BenchmarkReconcile")
+}
+
+func TestSci(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 999: "999", 0.25: "0.250", 9999: "9 999", 12345: "12.3 k", 2.63e6: "2.63 M", 164e9: "164 G", 1.5e12: "1.50 T"} {
+		assert.Equal(t, want, sci(v), "%v", v)
+	}
 }
