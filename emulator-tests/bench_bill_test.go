@@ -80,9 +80,9 @@ const (
 // Pub/Sub acknowledges a publish), and pushers deliver it to the
 // function's Handler as the CloudEvent Eventarc would, one fleet's events
 // in order (an ordered subscription), ingestConcurrency at once (the
-// deployed ingest_concurrency), again after a failure (a redelivery). A
-// Meter bills the invocations as Cloud Run does. Its Applier classifies
-// each message and counts its Pub/Sub volume.
+// deployed ingest_concurrency), again after a failure (a redelivery). It
+// records each push's span, for Cloud Run's bill (bill.InstanceTime). Its
+// Applier classifies each message and counts its Pub/Sub volume.
 type billedIngest struct {
 	handler *ingest.Handler
 	// spans are every push's; cold those of the fleets not hot.
@@ -216,7 +216,7 @@ func ticking(ctx context.Context, wg *sync.WaitGroup, period time.Duration, f fu
 //     random over the others (6 per second);
 //   - fleetcast: the real publisher, the ingest function's handler fed
 //     the CloudEvents Eventarc would deliver (its invocations billed by
-//     bill.Meter as Cloud Run bills them), the query function with the
+//     bill.InstanceTime as Cloud Run bills them), the query function with the
 //     reference's matchmakers on its stream and its queries per second;
 //   - the baseline: every informer event and every fleet each 15 s
 //     published, each message written by its consumer (billed the same

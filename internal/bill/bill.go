@@ -90,7 +90,7 @@ type FleetcastUnits struct {
 	ApplyReadsPerUpsert, WritesPerChange                             float64
 	ReconcileReadsPerPart, ClusterReadsPerPart, ClusterWritesPerPart float64
 	FullReconcileEvery                                               float64
-	// Instance seconds billed per ingest invocation (Meter), and log bytes
+	// Instance seconds billed per ingest invocation (InstanceTime), and log bytes
 	// per invocation.
 	BilledSecondsPerInvocation, LogBytesPerInvocation float64
 	// The query function's view, which answers the queries and feeds the
