@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cloud.google.com/go/firestore"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -625,4 +626,83 @@ func TestWritesAreStampedWithTheCommitTime(t *testing.T) {
 	later, err := a.store.FleetsWrittenSince(t.Context(), newest.Add(time.Millisecond))
 	require.NoError(t, err)
 	assert.Empty(t, later.Docs)
+}
+
+// TestFollowFleetsDeliversEachWriteOnce: the view's realtime listener on
+// the emulator delivers the fleets written since its point (tombstones
+// included) and then every acknowledged write, each once, with a read
+// time by which every write acknowledged before it was delivered, and is
+// billed one read per document delivered (at least one to start).
+func TestFollowFleetsDeliversEachWriteOnce(t *testing.T) {
+	a := newAPI(t)
+	a.put(fleetSpec{"pc", "games", "old", nil, 1, 1, 1})
+	since := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	a.put(fleetSpec{"pc", "games", "a", nil, 1, 1, 1})
+
+	type delivery struct {
+		docs     []*fleet.Document
+		readTime time.Time
+	}
+	deliveries := make(chan delivery, 100)
+	ctx, cancel := context.WithCancel(t.Context())
+	ended := make(chan error, 1)
+	listens := a.store.Billing().Reads[firestoredb.CauseListen]
+	go func() {
+		ended <- a.store.FollowFleets(ctx, since, func(p firestoredb.Page[fleet.Document], readTime time.Time) {
+			assert.Empty(t, p.Unreadable)
+			deliveries <- delivery{p.Docs, readTime}
+		})
+	}()
+	next := func() delivery {
+		t.Helper()
+		select {
+		case d := <-deliveries:
+			return d
+		case <-time.After(10 * time.Second):
+			t.Fatal("the listener delivered nothing")
+			return delivery{}
+		}
+	}
+	first := next()
+	require.Len(t, first.docs, 1, "the fleets written since the point, and no older")
+	assert.Equal(t, "a", first.docs[0].Name)
+
+	// Writes acknowledged one after the other: every snapshot holds each
+	// write acknowledged before its read time.
+	acked := map[string]time.Time{}
+	seen := map[string]int64{} // ready replicas delivered, by name
+	var delivered int
+	var readTimes []time.Time
+	for i := range 20 {
+		name := fmt.Sprintf("f%d", i%5)
+		if i == 19 {
+			a.remove("pc", "games", "a")
+			name = "a"
+		} else {
+			a.put(fleetSpec{"pc", "games", name, nil, int64(i), 1, 1})
+		}
+		acked[name] = time.Now()
+		for got := false; !got; {
+			d := next()
+			readTimes = append(readTimes, d.readTime)
+			delivered += len(d.docs)
+			for _, doc := range d.docs {
+				if doc.Deleted {
+					seen[doc.Name] = -1
+				} else {
+					seen[doc.Name] = doc.Status.ReadyReplicas
+				}
+			}
+			got = name == "a" && seen["a"] == -1 || name != "a" && seen[name] == int64(i)
+			if !got {
+				assert.True(t, d.readTime.Before(acked[name]), "a snapshot read at %s, after %s was acknowledged, lacks it", d.readTime, name)
+			}
+		}
+	}
+	assert.Equal(t, 20, delivered, "each write once")
+	assert.True(t, slices.IsSortedFunc(readTimes, func(x, y time.Time) int { return x.Compare(y) }), "read times never go back")
+	assert.Equal(t, int64(1+20), a.store.Billing().Reads[firestoredb.CauseListen]-listens, "a read per document delivered")
+	cancel()
+	require.NoError(t, <-ended, "ended by its context")
 }

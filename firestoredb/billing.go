@@ -4,9 +4,12 @@ import "sync/atomic"
 
 // Causes of billed Firestore operations, the keys of Billing's maps.
 const (
-	// CauseView: the query function's view, loading and following the
+	// CauseView: the query function's view, loading and polling the
 	// documents (read.go).
 	CauseView = "view"
+	// CauseListen: the view's realtime listener (FollowFleets): one read
+	// per document it delivers, at least one when it starts.
+	CauseListen = "listen"
 	// CauseApply: upserts and deletes, their read and their write.
 	CauseApply = "apply"
 	// CauseReconcile: snapshot parts' aggregations, range reads,
@@ -22,13 +25,14 @@ type cause int
 
 const (
 	byView cause = iota
+	byListen
 	byApply
 	byReconcile
 	byCluster
 	causeCount
 )
 
-var causeNames = [causeCount]string{CauseView, CauseApply, CauseReconcile, CauseCluster}
+var causeNames = [causeCount]string{CauseView, CauseListen, CauseApply, CauseReconcile, CauseCluster}
 
 // Billing counts a Store's billed operations by cause: reads as Firestore
 // bills them (one per document read or returned, at least one per query,

@@ -28,11 +28,12 @@ const (
 	fieldDocIDHash = "docIDHash"
 )
 
-// Reads returns the documents this store has read, as Firestore bills
-// them: one per document returned, and at least one per query (a query
-// that returns nothing is billed one read).
-// They are the view's (CauseView): Billing has every cause.
-func (s *Store) Reads() int64 { return s.billed.reads[byView].Load() }
+// Reads returns the documents this store has read for a view, as
+// Firestore bills them: one per document returned, and at least one per
+// query (a query that returns nothing is billed one read); and one per
+// document a listener delivered (FollowFleets). They are the view's
+// (CauseView and CauseListen): Billing has every cause.
+func (s *Store) Reads() int64 { return s.billed.reads[byView].Load() + s.billed.reads[byListen].Load() }
 
 // Page is what a read returned: the documents it could decode, and the
 // IDs of those it could not (skipped, for the caller to report).
@@ -61,6 +62,48 @@ func (s *Store) FleetsWrittenSince(ctx context.Context, since time.Time) (Page[f
 // since, as FleetsWrittenSince.
 func (s *Store) ClustersWrittenSince(ctx context.Context, since time.Time) (Page[fleet.ClusterDocument], error) {
 	return readAll[fleet.ClusterDocument](s, writtenSince(s.client.Collection(ClustersCollection), since).Documents(ctx))
+}
+
+// FollowFleets follows the fleet documents, tombstones included, whose
+// writtenAt is at or after since, with a Firestore realtime listener: it
+// calls apply with those there when it starts, then with each change as
+// it commits, and with the read time at which the listener's results held
+// every write committed before it. A listener sends nothing while nothing
+// changes, so a read time says nothing of the time since. Firestore bills
+// a read per document delivered, and at least one for the first results.
+// apply runs on the caller's goroutine, one call at a time. It returns nil
+// when ctx ends, and the error that stopped the listener otherwise.
+func (s *Store) FollowFleets(ctx context.Context, since time.Time, apply func(Page[fleet.Document], time.Time)) error {
+	it := writtenSince(s.client.Collection(FleetsCollection), since).Snapshots(ctx)
+	defer it.Stop()
+	for first := true; ; first = false {
+		snap, err := it.Next()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("listen to the fleets written since %s: %w", since.Format(time.RFC3339Nano), err)
+		}
+		var p Page[fleet.Document]
+		n := int64(0)
+		for _, c := range snap.Changes {
+			if c.Kind == firestore.DocumentRemoved {
+				continue // only an expired tombstone leaves these results
+			}
+			n++
+			d, err := decode[fleet.Document](c.Doc)
+			if err != nil {
+				p.Unreadable = append(p.Unreadable, c.Doc.Ref.ID)
+				continue
+			}
+			p.Docs = append(p.Docs, d)
+		}
+		if first {
+			n = max(1, n)
+		}
+		s.billed.read(byListen, n)
+		apply(p, snap.ReadTime)
+	}
 }
 
 func writtenSince(c *firestore.CollectionRef, since time.Time) firestore.Query {

@@ -478,8 +478,8 @@ func TestBillingSplitsByCause(t *testing.T) {
 	_, err := s.Apply(ctx, snapshot(1, 10, fleet.SplitSnapshot(entries[:2], fleet.DefaultSnapshotPartBytes), 0))
 	require.NoError(t, err)
 	assert.Equal(t, firestoredb.Billing{
-		Reads:  map[string]int64{firestoredb.CauseApply: 6, firestoredb.CauseReconcile: 1 + 3 + 1, firestoredb.CauseCluster: 1, firestoredb.CauseView: 0},
-		Writes: map[string]int64{firestoredb.CauseApply: 3, firestoredb.CauseReconcile: 1, firestoredb.CauseCluster: 1, firestoredb.CauseView: 0},
+		Reads:  map[string]int64{firestoredb.CauseApply: 6, firestoredb.CauseReconcile: 1 + 3 + 1, firestoredb.CauseCluster: 1, firestoredb.CauseView: 0, firestoredb.CauseListen: 0},
+		Writes: map[string]int64{firestoredb.CauseApply: 3, firestoredb.CauseReconcile: 1, firestoredb.CauseCluster: 1, firestoredb.CauseView: 0, firestoredb.CauseListen: 0},
 	}, s.Billing(), "reconcile: the aggregation, the range of 3, the tombstone's read")
 }
 

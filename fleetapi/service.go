@@ -71,7 +71,9 @@ type Options struct {
 	// view that has not synced for half of it loads everything again,
 	// since the tombstones of fleets deleted meanwhile may be gone.
 	TombstoneRetention time.Duration
-	// WatchPoll is how often the view syncs while watches run.
+	// WatchPoll is how often the view syncs while watches run and no
+	// listener delivers the writes (a Source that is no Follower, or a
+	// listener that failed).
 	WatchPoll time.Duration
 	// Heartbeat is how often a watch sends a heartbeat.
 	Heartbeat time.Duration

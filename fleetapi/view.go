@@ -24,7 +24,20 @@ type Source interface {
 	ClustersWrittenSince(ctx context.Context, since time.Time) (firestoredb.Page[fleet.ClusterDocument], error)
 }
 
-var _ Source = (*firestoredb.Store)(nil)
+// A Follower is a Source that can also deliver the fleet documents
+// written at or after a point as they commit, as a Firestore realtime
+// listener does: a view that follows it while watches run reads each
+// write once, where polling reads it again at every poll within
+// CommitLag of it. FollowFleets calls apply with the documents there when
+// it starts, then with each change, and with the read time (Firestore's
+// clock) before which every write had been delivered. It returns nil
+// when ctx ends, and the error that stopped it otherwise.
+type Follower interface {
+	Source
+	FollowFleets(ctx context.Context, since time.Time, apply func(firestoredb.Page[fleet.Document], time.Time)) error
+}
+
+var _ Follower = (*firestoredb.Store)(nil)
 
 // entry is one live fleet of the view.
 type entry struct {
@@ -39,11 +52,18 @@ type view struct {
 	loaded bool
 	// lastLoad and lastSync are when the newest full load and the
 	// newest sync began, lastClusterSync the newest read of clusters
-	// (the Service's clock). fleetsSince and clustersSince are the
-	// points from which the next sync reads each collection: every
-	// write stamped earlier is in the view.
+	// (the Service's clock). A listener's read time advances lastSync
+	// too. fleetsSince and clustersSince are the points from which the
+	// next sync reads each collection: every write stamped earlier is
+	// in the view.
 	lastLoad, lastSync, lastClusterSync time.Time
 	fleetsSince, clustersSince          time.Time
+	// listening: a listener (Follower) delivers the fleets' changes.
+	listening bool
+	// journal holds, while a sync reads, the newest document of each
+	// fleet the listener delivered meanwhile: the sync's read may
+	// predate them, and must not step the view back.
+	journal map[string]*fleet.Document
 
 	byID     map[string]*entry
 	sorted   []*entry // by id
@@ -216,6 +236,9 @@ type syncRound struct {
 	// started is when the round began reading (zero while queued); set
 	// under syncMu.
 	started time.Time
+	// strict: some caller needs the fleets read, listener or not; set
+	// under syncMu while queued.
+	strict bool
 }
 
 // sync brings the view up to date for a request beginning now. With
@@ -236,7 +259,7 @@ func (s *Service) sync(ctx context.Context) error {
 		s.mu.RUnlock()
 		if loaded && age < m {
 			if age >= m/2 && !s.polled() {
-				s.join()
+				s.join(false)
 			}
 			return nil
 		}
@@ -246,6 +269,7 @@ func (s *Service) sync(ctx context.Context) error {
 		if r := s.runningSince(now.Add(-m)); r != nil {
 			return r.wait(ctx)
 		}
+		return s.join(false).wait(ctx)
 	}
 	return s.Sync(ctx)
 }
@@ -271,8 +295,12 @@ func (r *syncRound) wait(ctx context.Context) error {
 }
 
 // polled reports whether watches poll the view at least every
-// MaxStaleness.
+// MaxStaleness. Watches on a Follower's view listen rather than poll:
+// the listener keeps the view fresh only while writes come.
 func (s *Service) polled() bool {
+	if _, ok := s.src.(Follower); ok {
+		return false
+	}
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	return s.watches > 0 && s.opts.WatchPoll <= s.opts.MaxStaleness
@@ -282,22 +310,26 @@ func (s *Service) polled() bool {
 // view holds every write acknowledged before the call, and no sync begun
 // earlier is still running.
 func (s *Service) Sync(ctx context.Context) error {
-	return s.join().wait(ctx)
+	return s.join(true).wait(ctx)
 }
 
 // join returns the first round that begins after the call: a new one when
-// none runs, else the one queued behind the running one.
-func (s *Service) join() *syncRound {
+// none runs, else the one queued behind the running one. strict: the
+// round must read the fleets even if a listener delivers them, for a
+// caller that must see every write acknowledged before it.
+func (s *Service) join(strict bool) *syncRound {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	switch {
 	case s.running == nil:
-		r := &syncRound{done: make(chan struct{})}
+		r := &syncRound{done: make(chan struct{}), strict: strict}
 		s.running = r
 		go s.runSyncs(r)
 		return r
 	case s.queued == nil:
-		s.queued = &syncRound{done: make(chan struct{})}
+		s.queued = &syncRound{done: make(chan struct{}), strict: strict}
+	default:
+		s.queued.strict = s.queued.strict || strict
 	}
 	return s.queued
 }
@@ -310,8 +342,9 @@ func (s *Service) runSyncs(r *syncRound) {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.SyncTimeout)
 		s.syncMu.Lock()
 		r.started = s.opts.Now()
+		strict := r.strict
 		s.syncMu.Unlock()
-		r.err = s.syncOnce(ctx, r.started)
+		r.err = s.syncOnce(ctx, r.started, strict)
 		cancel()
 		if r.err != nil {
 			// Waiters answer with the error; a background round has
@@ -336,14 +369,30 @@ func (s *Service) runSyncs(r *syncRound) {
 // visible at most CommitLag after its server timestamp), so no later
 // sync needs to read it again. Documents stamped within CommitLag before
 // a sync are read again by the next one, and change nothing.
-func (s *Service) syncOnce(ctx context.Context, started time.Time) error {
+//
+// While a listener delivers the fleets, a sync reads them only when
+// strict (its caller must see every write acknowledged before it) or when
+// the listener has been quiet for MaxStaleness/2: a listener sends nothing
+// while nothing changes, so only a read tells quiet from stalled. What the
+// listener delivers while the sync reads is kept in the journal and wins
+// over the read, which may predate it.
+func (s *Service) syncOnce(ctx context.Context, started time.Time, strict bool) error {
 	point := started.Add(-s.opts.CommitLag)
-	s.mu.RLock()
+	s.mu.Lock()
 	v := &s.view
 	full := !v.loaded || started.Sub(v.lastLoad) >= s.opts.Resync || started.Sub(v.lastSync) > s.opts.TombstoneRetention/2
 	clustersDue := started.Sub(v.lastClusterSync) >= s.opts.ClusterRefresh
+	fleetsDue := full || strict || !v.listening || started.Sub(v.lastSync) >= s.opts.MaxStaleness/2
 	fleetsSince, clustersSince := v.fleetsSince, v.clustersSince
-	s.mu.RUnlock()
+	if fleetsDue {
+		v.journal = map[string]*fleet.Document{}
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.view.journal = nil
+		s.mu.Unlock()
+	}()
 
 	if full {
 		fleets, err := s.src.LiveFleets(ctx)
@@ -358,22 +407,28 @@ func (s *Service) syncOnce(ctx context.Context, started time.Time) error {
 		s.unreadable("clusters", clusters.Unreadable)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.view.load(fleets.Docs, clusters.Docs)
-		s.view.lastLoad, s.view.lastSync, s.view.lastClusterSync = started, started, started
-		s.view.fleetsSince, s.view.clustersSince = point, point
+		s.view.load(withJournal(fleets.Docs, s.view.journal), clusters.Docs)
+		s.view.lastLoad, s.view.lastClusterSync = started, started
+		s.view.lastSync = maxTime(s.view.lastSync, started)
+		s.view.fleetsSince = maxTime(s.view.fleetsSince, point)
+		s.view.clustersSince = point
 		s.view.judge(s.opts.Now(), s.opts.StaleAfter)
 		s.view.feed.publish()
 		s.opts.Log.Info("query view loaded", "fleets", len(s.view.sorted), "clusters", len(s.view.clusters),
 			"tookMillis", s.opts.Now().Sub(started).Milliseconds())
 		return nil
 	}
-	fleets, err := s.src.FleetsWrittenSince(ctx, fleetsSince)
-	if err != nil {
-		return storeErr(err)
+	var fleets firestoredb.Page[fleet.Document]
+	if fleetsDue {
+		var err error
+		if fleets, err = s.src.FleetsWrittenSince(ctx, fleetsSince); err != nil {
+			return storeErr(err)
+		}
+		s.unreadable("fleets", fleets.Unreadable)
 	}
-	s.unreadable("fleets", fleets.Unreadable)
 	var clusters firestoredb.Page[fleet.ClusterDocument]
 	if clustersDue {
+		var err error
 		if clusters, err = s.src.ClustersWrittenSince(ctx, clustersSince); err != nil {
 			return storeErr(err)
 		}
@@ -381,10 +436,15 @@ func (s *Service) syncOnce(ctx context.Context, started time.Time) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, d := range fleets.Docs {
-		s.view.putFleet(d)
+	if fleetsDue {
+		for _, d := range fleets.Docs {
+			if j, ok := s.view.journal[d.Key().DocID()]; !ok || d.Version.Compare(j.Version) > 0 {
+				s.view.putFleet(d)
+			}
+		}
+		s.view.fleetsSince = maxTime(s.view.fleetsSince, point)
+		s.view.lastSync = maxTime(s.view.lastSync, started)
 	}
-	s.view.fleetsSince = maxTime(s.view.fleetsSince, point)
 	if clustersDue {
 		for _, c := range clusters.Docs {
 			s.view.putCluster(c)
@@ -392,10 +452,51 @@ func (s *Service) syncOnce(ctx context.Context, started time.Time) error {
 		s.view.clustersSince = maxTime(s.view.clustersSince, point)
 		s.view.lastClusterSync = started
 	}
-	s.view.lastSync = started
 	s.view.judge(s.opts.Now(), s.opts.StaleAfter)
 	s.view.feed.publish()
 	return nil
+}
+
+// withJournal returns the documents of a full load, each replaced by the
+// listener's newer state of its fleet, if the journal has one.
+func withJournal(loaded []*fleet.Document, journal map[string]*fleet.Document) []*fleet.Document {
+	if len(journal) == 0 {
+		return loaded
+	}
+	byID := make(map[string]*fleet.Document, len(loaded)+len(journal))
+	for _, d := range loaded {
+		byID[d.Key().DocID()] = d
+	}
+	for id, j := range journal {
+		if d, ok := byID[id]; !ok || j.Version.Compare(d.Version) > 0 {
+			byID[id] = j
+		}
+	}
+	return slices.Collect(maps.Values(byID))
+}
+
+// heard applies what the listener delivered: its documents, and its read
+// time, before which every write is in the view. The read time is
+// Firestore's clock, compared with the Service's: the clocks of Google's
+// machines agree to well within MaxStaleness.
+func (s *Service) heard(p firestoredb.Page[fleet.Document], readTime time.Time) {
+	s.unreadable("fleets", p.Unreadable)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := &s.view
+	for _, d := range p.Docs {
+		v.putFleet(d)
+		if v.journal != nil {
+			id := d.Key().DocID()
+			if j, ok := v.journal[id]; !ok || d.Version.Compare(j.Version) > 0 {
+				v.journal[id] = d
+			}
+		}
+	}
+	v.listening = true
+	v.lastSync = maxTime(v.lastSync, readTime)
+	v.fleetsSince = maxTime(v.fleetsSince, readTime.Add(-s.opts.CommitLag))
+	v.feed.publish()
 }
 
 func (s *Service) unreadable(collection string, ids []string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"maps"
 	"net/url"
 	"slices"
@@ -11,12 +12,14 @@ import (
 	"time"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/logging"
 )
 
 // Defaults of the watch Options.
 const (
 	// DefaultWatchPoll is how often a view with watches reads what was
-	// written since its last sync, and judges the clusters' staleness.
+	// written since its last sync, and judges the clusters' staleness,
+	// unless a listener delivers the writes (see Follower).
 	DefaultWatchPoll = 250 * time.Millisecond
 	// DefaultHeartbeat is how often a watch sends a heartbeat.
 	DefaultHeartbeat = 15 * time.Second
@@ -146,9 +149,10 @@ func watchFilter(q Query) (Query, string) {
 // event are *Error: a bad token or filter (InvalidArgument), or a store
 // that cannot be read (Unavailable, Internal).
 //
-// Every watch of a Service follows the one view: the view reads each
-// changed document once, whatever the number of watches, and syncs every
-// Options.WatchPoll while any watch runs. A watch holds only its place in
+// Every watch of a Service follows the one view, whatever the number of
+// watches: while any runs, the view follows its Source's listener (a
+// Follower, such as firestoredb.Store), which delivers each write once, or
+// else syncs every Options.WatchPoll. A watch holds only its place in
 // the view's bounded feed of changes and the events of the step it is
 // sending, a step coalescing every change since its previous one to the
 // newest state of each fleet: a client that reads slowly gets fewer,
@@ -209,7 +213,11 @@ func (s *Service) watching() (stop func()) {
 	defer s.syncMu.Unlock()
 	if s.watches++; s.watches == 1 {
 		s.pollStop = make(chan struct{})
-		go s.poll(s.pollStop)
+		if f, ok := s.src.(Follower); ok {
+			go s.follow(f, s.pollStop)
+		} else {
+			go s.poll(s.pollStop)
+		}
 	}
 	return func() {
 		s.syncMu.Lock()
@@ -234,8 +242,76 @@ func (s *Service) poll(stop <-chan struct{}) {
 		select {
 		case <-stop:
 			return
-		case <-s.join().done: // a failure is logged by runSyncs
+		case <-s.join(false).done: // a failure is logged by runSyncs
 		}
+	}
+}
+
+// followRetry is how long a view polls after its listener failed before
+// it starts another.
+const followRetry = 5 * time.Second
+
+// follow keeps the view current from a listener on its Follower until
+// stop is closed: the listener delivers each write once as it commits.
+// The view still reads the clusters every ClusterRefresh (at least every
+// WatchPoll), and the fleets then too if the listener has been quiet for
+// MaxStaleness/2 (see syncOnce). When the listener fails, the view polls
+// every WatchPoll, and starts another listener followRetry later, from
+// the point its syncs have reached.
+func (s *Service) follow(f Follower, stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var ended chan error // the running listener's end; nil while none runs
+	defer func() {
+		cancel()
+		if ended != nil {
+			<-ended
+		}
+		s.mu.Lock()
+		s.view.listening = false
+		s.mu.Unlock()
+	}()
+	var retry time.Time
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case err := <-ended:
+			ended = nil
+			s.mu.Lock()
+			s.view.listening = false
+			s.mu.Unlock()
+			if err == nil {
+				err = errors.New("the listener ended")
+			}
+			s.opts.Log.Warn("query view listener failed: polling until it restarts",
+				"retryInSeconds", followRetry.Seconds(), logging.KeyError, err.Error())
+			retry = s.opts.Now().Add(followRetry)
+			t.Reset(s.opts.WatchPoll)
+			continue
+		case <-t.C:
+		}
+		select {
+		case <-stop:
+			return
+		case <-s.join(false).done: // a failure is logged by runSyncs
+		}
+		if ended == nil && !s.opts.Now().Before(retry) {
+			s.mu.RLock()
+			loaded, since := s.view.loaded, s.view.fleetsSince
+			s.mu.RUnlock()
+			if loaded {
+				ch := make(chan error, 1)
+				go func() { ch <- f.FollowFleets(ctx, since, s.heard) }()
+				ended = ch
+			}
+		}
+		next := s.opts.WatchPoll
+		if ended != nil {
+			next = max(next, s.opts.ClusterRefresh)
+		}
+		t.Reset(next)
 	}
 }
 

@@ -25,13 +25,16 @@ type Memory struct {
 	fleets   map[string]fleet.Document
 	clusters map[string]fleet.ClusterDocument
 	reads    int64
+	// listeners are the running FollowFleets of Listening.
+	listeners map[*listener]struct{}
 	// Err, if set, fails every read.
 	Err error
 }
 
 // NewMemory returns an empty store stamping writes with now.
 func NewMemory(now func() time.Time) *Memory {
-	return &Memory{now: now, fleets: map[string]fleet.Document{}, clusters: map[string]fleet.ClusterDocument{}}
+	return &Memory{now: now, fleets: map[string]fleet.Document{}, clusters: map[string]fleet.ClusterDocument{},
+		listeners: map[*listener]struct{}{}}
 }
 
 // PutFleet writes a fleet document (a tombstone when d.Deleted).
@@ -45,6 +48,9 @@ func (m *Memory) HoldFleet(d fleet.Document) (commit func()) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.fleets[d.Key().DocID()] = d
+		for l := range m.listeners {
+			l.push(d)
+		}
 	}
 }
 
@@ -110,4 +116,102 @@ func read[T any](m *Memory, docs map[string]T, keep func(T) bool, written func(*
 	m.reads += int64(max(0, len(p.Docs)-1))
 	slices.SortFunc(p.Docs, func(a, b *T) int { return cmp.Compare(written(a).UnixNano(), written(b).UnixNano()) })
 	return p, nil
+}
+
+// Listening is a Memory that is also a fleetapi.Follower: a listener
+// delivers each fleet write when it becomes visible, in order, and bills
+// a read per document delivered and at least one when it starts, as a
+// Firestore realtime listener does.
+type Listening struct{ *Memory }
+
+// FollowFleets implements fleetapi.Follower. Its read times are the
+// Memory's clock when it delivers.
+func (l Listening) FollowFleets(ctx context.Context, since time.Time, apply func(firestoredb.Page[fleet.Document], time.Time)) error {
+	m := l.Memory
+	ln := &listener{wake: make(chan struct{}, 1)}
+	m.mu.Lock()
+	if m.Err != nil {
+		m.mu.Unlock()
+		return m.Err
+	}
+	var first firestoredb.Page[fleet.Document]
+	for _, d := range m.fleets {
+		if !d.WrittenAt.Before(since) {
+			first.Docs = append(first.Docs, new(d))
+		}
+	}
+	slices.SortFunc(first.Docs, func(a, b *fleet.Document) int { return cmp.Compare(a.WrittenAt.UnixNano(), b.WrittenAt.UnixNano()) })
+	m.reads += int64(max(1, len(first.Docs)))
+	m.listeners[ln] = struct{}{}
+	readTime := m.now()
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.listeners, ln)
+		m.mu.Unlock()
+	}()
+	apply(first, readTime)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ln.wake:
+		}
+		ln.mu.Lock()
+		docs, err := ln.queue, ln.err
+		ln.queue = nil
+		ln.mu.Unlock()
+		if len(docs) > 0 {
+			m.mu.Lock()
+			m.reads += int64(len(docs))
+			readTime := m.now()
+			m.mu.Unlock()
+			apply(firestoredb.Page[fleet.Document]{Docs: docs}, readTime)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// BreakListeners ends every running listener with err, after what they
+// had to deliver.
+func (m *Memory) BreakListeners(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for l := range m.listeners {
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		l.signal()
+	}
+}
+
+// Listeners returns how many listeners run.
+func (m *Memory) Listeners() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.listeners)
+}
+
+// listener is one FollowFleets: what it has to deliver.
+type listener struct {
+	mu    sync.Mutex
+	queue []*fleet.Document
+	err   error
+	wake  chan struct{} // holds a signal while there is news
+}
+
+func (l *listener) push(d fleet.Document) {
+	l.mu.Lock()
+	l.queue = append(l.queue, &d)
+	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *listener) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
 }

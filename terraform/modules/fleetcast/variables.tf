@@ -255,7 +255,7 @@ variable "full_reconcile_every" {
 
 variable "query_watch_poll" {
   type        = string
-  description = "While watches (WatchFleets, /v1/watch) are open on an instance, how often its view reads what was written since its last read: the delay a change waits to reach the streams, and one billed query per poll (Go duration)."
+  description = "While watches (WatchFleets, /v1/watch) are open on an instance and its view's Firestore listener is down, how often the view reads what was written since its last read instead: the delay a change waits to reach the streams, and one billed query per poll (Go duration)."
   default     = "250ms"
   validation {
     condition     = can(regex("^[0-9]+(ms|s|m)$", var.query_watch_poll)) && can(regex("[1-9]", var.query_watch_poll))
