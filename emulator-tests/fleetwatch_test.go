@@ -2,7 +2,10 @@ package emulatortests
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,8 +13,14 @@ import (
 	"cloud.google.com/go/firestore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/internal/emulator"
 )
@@ -35,6 +44,19 @@ func (c *changeLog) kinds(name string) []fleetwatch.ChangeKind {
 	for _, ch := range c.log {
 		if ch.Fleet.Name == name {
 			out = append(out, ch.Kind)
+		}
+	}
+	return out
+}
+
+// clusterChanges returns the clusters' changes, as "KIND cluster".
+func (c *changeLog) clusterChanges() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, ch := range c.log {
+		if ch.Cluster != "" {
+			out = append(out, string(ch.Kind)+" "+ch.Cluster)
 		}
 	}
 	return out
@@ -94,7 +116,8 @@ func TestWatchFollowsWritesAndTombstones(t *testing.T) {
 func TestPickSkipsStaleClustersAndFollowsThePolicy(t *testing.T) {
 	a := newAPI(t)
 	seed(a)
-	v := startWatch(t, a.store.Client(), &changeLog{})
+	log := &changeLog{}
+	v := startWatch(t, a.store.Client(), log)
 	v142 := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/version": "1.42"})
 
 	f, err := v.Pick(v142, fleetwatch.Policy{})
@@ -109,12 +132,20 @@ func TestPickSkipsStaleClustersAndFollowsThePolicy(t *testing.T) {
 	_, err = v.Pick(labels.SelectorFromSet(labels.Set{"platform": "switch"}), fleetwatch.Policy{})
 	assert.ErrorIs(t, err, fleetwatch.ErrNoFleet)
 
-	// A heartbeat turns a cluster fresh again, with no fleet changing.
+	// A heartbeat turns a cluster fresh again, with no fleet changing,
+	// and the watch says so.
 	a.heartbeat("old", 0)
 	eventually(t, "the old cluster fresh again", func() bool {
 		f, err := v.Pick(v142, fleetwatch.Policy{})
 		return err == nil && f.Cluster == "old"
 	})
+	eventually(t, "ClusterFresh old", func() bool { return slices.Contains(log.clusterChanges(), "ClusterFresh old") })
+
+	// A cluster whose heartbeat ages past StaleAfter turns stale with
+	// nothing written: the watch judges staleness as time passes.
+	a.heartbeat("ps5", fleetapi.DefaultStaleAfter-time.Second)
+	eventually(t, "ClusterStale ps5", func() bool { return slices.Contains(log.clusterChanges(), "ClusterStale ps5") })
+	assert.Equal(t, []string{"ClusterFresh old", "ClusterStale ps5"}, log.clusterChanges())
 }
 
 // TestWatchRecoversFromInterruptions: the listener's connection is cut,
@@ -146,4 +177,49 @@ func TestWatchRecoversFromInterruptions(t *testing.T) {
 	eventually(t, "the reset empties the view", func() bool { return len(v.Fleets(nil)) == 0 })
 	a.put(fleetSpec{"pc", "games", "after-reset", nil, 3, 3, 3})
 	eventually(t, "a write after the reset", func() bool { return len(v.Fleets(nil)) == 1 })
+}
+
+// TestWatchFailsFastWhenPermissionIsDenied: a client that Firestore's
+// security rules refuse gets the PermissionDenied from Watch at once,
+// where it used to retry forever, silently.
+func TestWatchFailsFastWhenPermissionIsDenied(t *testing.T) {
+	project := emulator.ProjectID(t)
+	host := emulator.Host(t, emulator.FirestoreHostEnv)
+	rules := `{"rules":{"files":[{"content":"rules_version = '2';\nservice cloud.firestore {\n  match /databases/{db}/documents/{doc=**} {\n    allow read, write: if false;\n  }\n}"}]}}`
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, "http://"+host+"/emulator/v1/projects/"+project+":securityRules", strings.NewReader(rules))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "setting the rules: %s", body)
+
+	// A client without the emulator's owner credentials, as a user's
+	// would be: the rules apply to it.
+	conn, err := grpc.NewClient(host, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	client := emulator.Firestore(t, project, option.WithGRPCConn(conn))
+	start := time.Now()
+	_, err = fleetwatch.Watch(t.Context(), client, fleetwatch.Options{StartTimeout: time.Minute})
+	require.Error(t, err)
+	assert.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	assert.Less(t, time.Since(start), 10*time.Second, "at once, not after the start timeout")
+}
+
+// TestClosingTheClientEndsTheWatch: a watch whose Firestore client is
+// closed ends, saying so, rather than retrying a client that cannot work.
+func TestClosingTheClientEndsTheWatch(t *testing.T) {
+	a := newAPI(t)
+	seed(a)
+	client, err := firestore.NewClient(context.Background(), a.project)
+	require.NoError(t, err)
+	v, err := fleetwatch.Watch(t.Context(), client, fleetwatch.Options{})
+	require.NoError(t, err)
+	require.NoError(t, client.Close())
+	select {
+	case <-v.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch goes on with a closed client")
+	}
+	assert.ErrorContains(t, v.Err(), "the Firestore client was closed")
 }

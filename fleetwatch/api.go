@@ -2,7 +2,10 @@ package fleetwatch
 
 import (
 	"context"
-	"fmt"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -12,7 +15,6 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi/fleetpb"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
-	"github.com/fleetcast/fleetcast/logging"
 )
 
 // WatchAPI is Watch fed by the query API's stream
@@ -22,33 +24,40 @@ import (
 // stream includes the fleets of stale clusters, marked, as Watch does; a
 // cluster is stale as the stream last said, and every cluster is stale
 // once nothing (not even a heartbeat) has come for StaleAfter. A broken
-// stream is resumed with backoff from the last event handled.
+// stream is resumed with jittered backoff from the last event handled.
+// Like Watch, it fails fast when the server refuses the watch
+// (InvalidArgument, Unauthenticated, PermissionDenied, NotFound,
+// Unimplemented), and after Options.StartTimeout without an initial view.
 func WatchAPI(ctx context.Context, client fleetcastv1connect.InformationServiceClient, q Options) (*View, error) {
 	v, q, err := newView(q)
 	if err != nil {
 		return nil, err
 	}
-	f := &follower{v: v, client: client, clusters: map[string]bool{}, started: make(chan error, 1)}
+	f := &follower{v: v, client: client, clusters: map[string]bool{}, labels: map[string]map[string]string{},
+		ready: make(chan struct{}), failed: make(chan error, 1)}
 	v.stale = func(cluster string, now time.Time) bool {
 		stale, known := f.clusters[cluster]
 		return stale || !known || now.Sub(f.heard) > q.StaleAfter
 	}
+	v.clusters = func() []string { return slices.Collect(maps.Keys(f.clusters)) }
+	v.labelsOf = func(cluster string) map[string]string { return f.labels[cluster] }
+	lctx, cancel := context.WithCancelCause(ctx)
+	v.end = cancel
+	var wg sync.WaitGroup
+	wg.Go(func() { f.follow(lctx) })
+	wg.Go(func() { v.judging(lctx) })
 	go func() {
-		f.follow(ctx)
+		wg.Wait()
 		v.mu.Lock()
-		v.err = context.Cause(ctx)
+		v.err = context.Cause(lctx)
 		v.mu.Unlock()
 		close(v.done)
 	}()
-	select {
-	case err := <-f.started:
-		if err != nil {
-			return nil, err
-		}
-		return v, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("watch: initial view: %w", context.Cause(ctx))
+	if err := v.await(ctx, f.failed, f.ready); err != nil {
+		cancel(err)
+		return nil, err
 	}
+	return v, nil
 }
 
 // follower reads the stream into a View.
@@ -58,50 +67,49 @@ type follower struct {
 	// clusters: stale by name, as the stream said; heard: when it last
 	// said anything. The View's lock guards both.
 	clusters map[string]bool
+	labels   map[string]map[string]string // by cluster
 	heard    time.Time
 	token    string // of the last event handled
 	// next collects the whole set after a Restart, or at the start,
 	// until Synced; nil while changes apply to the view.
-	next    map[string]fleetapi.Fleet
-	started chan error // nil or why the watch cannot start, once
-	ready   bool
+	next   map[string]fleetapi.Fleet
+	ready  chan struct{} // closed at the first Synced
+	failed chan error    // why the watch cannot start, once
+	synced bool
 }
 
 func (f *follower) follow(ctx context.Context) {
-	wait := 100 * time.Millisecond
+	var b backoff
 	for ctx.Err() == nil {
 		err := f.stream(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		code := connect.CodeOf(err)
-		if !f.ready && (code == connect.CodeInvalidArgument || code == connect.CodeUnauthenticated ||
+		if !f.synced && (code == connect.CodeInvalidArgument || code == connect.CodeUnauthenticated ||
 			code == connect.CodePermissionDenied || code == connect.CodeUnimplemented || code == connect.CodeNotFound) {
-			f.started <- fmt.Errorf("watch: %w", err)
+			f.failed <- err
 			return
 		}
 		if code == connect.CodeInvalidArgument && f.token != "" {
 			f.token = "" // a token the server cannot take: start over
 		}
-		f.v.q.Log.Warn("fleetwatch stream broke; resuming", "in", wait.String(), logging.KeyError, errText(err))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 10*time.Second)
 		if err == nil || code == connect.CodeUnavailable {
-			wait = 100 * time.Millisecond // the server ended the stream: resume at once
+			b.reset() // the server ended the stream (its timeout): resume at once
+		}
+		wait := b.wait()
+		if err == nil {
+			err = errServerEnded
+		}
+		f.v.retried("stream", err, wait)
+		if !sleep(ctx, wait) {
+			return
 		}
 	}
 }
 
-func errText(err error) string {
-	if err == nil {
-		return "the server ended the stream"
-	}
-	return err.Error()
-}
+// errServerEnded: the server ended the stream without an error.
+var errServerEnded = errors.New("the server ended the stream")
 
 // stream reads one stream until it ends.
 func (f *follower) stream(ctx context.Context) error {
@@ -157,15 +165,17 @@ func (f *follower) apply(e fleetapi.Event) {
 	case fleetapi.ClusterChanged:
 		f.v.mu.Lock()
 		f.clusters[e.Cluster.Cluster] = e.Cluster.Stale
+		f.labels[e.Cluster.Cluster] = e.Cluster.Labels
 		f.v.mu.Unlock()
+		f.v.judge()
 	case fleetapi.Synced:
 		if f.next != nil {
-			f.v.replace(f.next, f.ready)
+			f.v.replace(f.next, f.synced)
 			f.next = nil
 		}
-		if !f.ready {
-			f.ready = true
-			f.started <- nil
+		if !f.synced {
+			f.synced = true
+			close(f.ready)
 		}
 	}
 }

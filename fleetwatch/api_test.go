@@ -78,6 +78,10 @@ type changes struct {
 func (c *changes) add(ch fleetwatch.Change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if ch.Cluster != "" {
+		c.log = append(c.log, fmt.Sprintf("%s %s", ch.Kind, ch.Cluster))
+		return
+	}
 	c.log = append(c.log, fmt.Sprintf("%s %s/%s ready=%d", ch.Kind, ch.Fleet.Cluster, ch.Fleet.Name, ch.Fleet.ReadyReplicas))
 }
 
@@ -136,7 +140,9 @@ func TestWatchAPIFollowsTheStream(t *testing.T) {
 	f, err = v.Pick(labels.Everything(), fleetwatch.Policy{})
 	require.NoError(t, err)
 	assert.Equal(t, "casual", f.Name, "ranked has more ready, but its cluster is stale")
-	got.wait(t, "Modified pc/ranked ready=8") // its stale mark changed
+	got.wait(t, "ClusterStale pc", "Modified pc/ranked ready=8") // its stale mark changed
+	w.heartbeat("pc", 0)
+	got.wait(t, "ClusterFresh pc", "Modified pc/ranked ready=8")
 
 	// Another instance cannot resume the stream: it restarts it, and the
 	// view reports only what differs from what it held.

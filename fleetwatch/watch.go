@@ -5,8 +5,11 @@
 // changes. Two sources feed it: Firestore realtime listeners (Watch), for
 // programs with Firestore credentials, or the query API's stream
 // (WatchAPI), which needs only an ID token and costs Firestore nothing per
-// client. Errors are retried with backoff; cancelling the context ends the
-// watch.
+// client. Starting fails fast on errors that retrying cannot mend
+// (permission denied, not found, invalid argument) and gives up after
+// Options.StartTimeout otherwise; once started, errors are retried with
+// jittered backoff and reported (Options.OnError, and the log, which is
+// slog.Default() unless set). Cancelling the context ends the watch.
 package fleetwatch
 
 import (
@@ -15,11 +18,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
@@ -27,6 +35,14 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/logging"
 )
+
+// DefaultStartTimeout is how long Watch and WatchAPI wait for the initial
+// view by default.
+const DefaultStartTimeout = 30 * time.Second
+
+// ErrStartTimeout: the initial view did not come within
+// Options.StartTimeout; the error wrapping it says the last error seen.
+var ErrStartTimeout = errors.New("no initial view in time")
 
 // Options say which fleets to watch, and how.
 type Options struct {
@@ -36,16 +52,24 @@ type Options struct {
 	// StaleAfter is how old a cluster's heartbeat may be; default
 	// fleetapi.DefaultStaleAfter.
 	StaleAfter time.Duration
-	// OnChange, if set, is called for every change after the initial view,
-	// from the listener's goroutine: keep it quick.
+	// OnChange, if set, is called for every change after the initial
+	// view, one call at a time, from the watch's goroutines: keep it
+	// quick.
 	OnChange func(Change)
-	// Log receives listener errors and recoveries; none when nil.
+	// StartTimeout bounds the wait for the initial view: default
+	// DefaultStartTimeout; negative, until the context ends.
+	StartTimeout time.Duration
+	// OnError, if set, is called with every error the watch retries
+	// (a listener or stream that failed), from its goroutines.
+	OnError func(error)
+	// Log receives the errors retried and the recoveries;
+	// slog.Default() when nil.
 	Log *slog.Logger
 	// Now is the clock for staleness; time.Now when nil.
 	Now func() time.Time
 }
 
-// ChangeKind says what happened to a fleet.
+// ChangeKind says what happened to a fleet or a cluster.
 type ChangeKind string
 
 // Kinds of change.
@@ -53,12 +77,20 @@ const (
 	Added    ChangeKind = "Added"
 	Modified ChangeKind = "Modified"
 	Removed  ChangeKind = "Removed"
+	// ClusterStale: a cluster's publisher has been silent for longer
+	// than StaleAfter (or, with WatchAPI, the stream said so or went
+	// silent). Its fleets are marked Stale, and Pick passes them over.
+	ClusterStale ChangeKind = "ClusterStale"
+	// ClusterFresh: a stale cluster is heard from again.
+	ClusterFresh ChangeKind = "ClusterFresh"
 )
 
-// Change is one fleet entering, changing in or leaving the view.
+// Change is one fleet entering, changing in or leaving the view (Fleet),
+// or one cluster turning stale or fresh (Cluster).
 type Change struct {
-	Kind  ChangeKind
-	Fleet fleetapi.Fleet
+	Kind    ChangeKind
+	Fleet   fleetapi.Fleet
+	Cluster string
 }
 
 // View is the live view. Its methods are safe for concurrent use.
@@ -70,8 +102,21 @@ type View struct {
 	// (Watch) or as the stream last told (WatchAPI).
 	stale func(cluster string, now time.Time) bool
 	clus  map[string]*fleet.ClusterDocument // Watch's
-	done  chan struct{}
-	err   error
+	// clusters lists the clusters whose staleness is judged, under mu.
+	clusters func() []string
+	// end ends the watch with a cause.
+	end context.CancelCauseFunc
+	// labelsOf returns a cluster's labels, under mu.
+	labelsOf func(cluster string) map[string]string
+	// probe, if set, explains a start that timed out without an error:
+	// Firestore's listeners retry unavailability themselves, silently.
+	probe func(context.Context) error
+	// judged is each cluster's staleness as last reported, under mu.
+	judged  map[string]bool
+	emitMu  sync.Mutex // one OnChange call at a time
+	lastErr error      // the newest error retried, under mu
+	done    chan struct{}
+	err     error
 }
 
 func newView(q Options) (*View, Options, error) {
@@ -82,92 +127,272 @@ func newView(q Options) (*View, Options, error) {
 		q.Now = time.Now
 	}
 	if q.Log == nil {
-		q.Log = slog.New(slog.DiscardHandler)
+		q.Log = slog.Default()
+	}
+	if q.StartTimeout == 0 {
+		q.StartTimeout = DefaultStartTimeout
 	}
 	if len(q.Clusters) > fleetapi.MaxClusters {
 		return nil, q, fmt.Errorf("watch: at most %d clusters, got %d", fleetapi.MaxClusters, len(q.Clusters))
 	}
-	return &View{q: q, fleets: map[string]fleetapi.Fleet{}, clus: map[string]*fleet.ClusterDocument{}, done: make(chan struct{})}, q, nil
+	return &View{q: q, fleets: map[string]fleetapi.Fleet{}, clus: map[string]*fleet.ClusterDocument{}, judged: map[string]bool{},
+		done: make(chan struct{})}, q, nil
 }
 
-// Watch starts watching and returns once the initial view is complete (or
-// ctx ends first). The view stays live until ctx is cancelled.
+// Watch starts watching and returns once the initial view is complete.
+// It returns an error instead when a listener fails in a way retrying
+// cannot mend (PermissionDenied, NotFound, InvalidArgument,
+// Unauthenticated, FailedPrecondition), when Options.StartTimeout passes
+// first (ErrStartTimeout, with the last error seen), or when ctx ends
+// first. The view stays live until ctx is cancelled.
 func Watch(ctx context.Context, client *firestore.Client, q Options) (*View, error) {
 	v, q, err := newView(q)
 	if err != nil {
 		return nil, err
 	}
 	v.stale = func(cluster string, now time.Time) bool { return fleetapi.IsStale(v.clus[cluster], now, q.StaleAfter) }
+	v.clusters = func() []string { return slices.Collect(maps.Keys(v.clus)) }
+	v.labelsOf = func(cluster string) map[string]string {
+		if c := v.clus[cluster]; c != nil {
+			return c.Labels
+		}
+		return nil
+	}
+	v.probe = func(ctx context.Context) error {
+		it := firestoredb.ClustersQuery(client).Limit(1).Documents(ctx)
+		defer it.Stop()
+		if _, err := it.Next(); err != nil && !errors.Is(err, iterator.Done) {
+			return fmt.Errorf("Firestore did not answer a query either: %w", err)
+		}
+		return nil
+	}
 	fleetsQ := firestoredb.LiveFleetsQuery(client, q.Clusters)
 	clustersQ := firestoredb.ClustersQuery(client)
+	// The listeners run until ctx ends, Watch fails, or the client is
+	// closed.
+	lctx, cancel := context.WithCancelCause(ctx)
+	v.end = cancel
 	fleetsReady, clustersReady := make(chan struct{}), make(chan struct{})
+	failed := make(chan error, 2)
 	var wg sync.WaitGroup
-	wg.Go(func() { listen(ctx, v, "fleets", fleetsQ, fleetsReady, v.resetFleets, v.applyFleet) })
-	wg.Go(func() { listen(ctx, v, "clusters", clustersQ, clustersReady, v.resetClusters, v.applyCluster) })
+	wg.Go(func() { listen(lctx, v, "fleets", fleetsQ, fleetsReady, failed, v.resetFleets, v.applyFleet) })
+	wg.Go(func() { listen(lctx, v, "clusters", clustersQ, clustersReady, failed, v.resetClusters, v.applyCluster) })
+	wg.Go(func() { v.judging(lctx) })
 	go func() {
 		wg.Wait()
 		v.mu.Lock()
-		v.err = context.Cause(ctx)
+		v.err = context.Cause(lctx)
 		v.mu.Unlock()
 		close(v.done)
 	}()
-	for _, ready := range []chan struct{}{fleetsReady, clustersReady} {
-		select {
-		case <-ready:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("watch: initial view: %w", context.Cause(ctx))
-		}
+	if err := v.await(ctx, failed, fleetsReady, clustersReady); err != nil {
+		cancel(err)
+		return nil, err
 	}
 	return v, nil
+}
+
+// await waits for every ready channel to close, and fails with the first
+// permanent error, at the start timeout, or when ctx ends.
+func (v *View) await(ctx context.Context, failed <-chan error, ready ...chan struct{}) error {
+	var timeout <-chan time.Time
+	if v.q.StartTimeout > 0 {
+		t := time.NewTimer(v.q.StartTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for _, r := range ready {
+		select {
+		case <-r:
+		case err := <-failed:
+			return fmt.Errorf("watch: %w", err)
+		case <-timeout:
+			v.mu.RLock()
+			last := v.lastErr
+			v.mu.RUnlock()
+			if last == nil && v.probe != nil {
+				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				last = v.probe(pctx)
+				cancel()
+			}
+			if last == nil {
+				return fmt.Errorf("watch: %w after %s", ErrStartTimeout, v.q.StartTimeout)
+			}
+			return fmt.Errorf("watch: %w after %s; last error: %w", ErrStartTimeout, v.q.StartTimeout, last)
+		case <-ctx.Done():
+			return fmt.Errorf("watch: initial view: %w", context.Cause(ctx))
+		}
+	}
+	v.judge() // the clusters' staleness at the start: no change to report
+	return nil
+}
+
+// permanent reports whether a listener's error is one that retrying
+// cannot mend.
+func permanent(err error) bool {
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.NotFound, codes.InvalidArgument, codes.Unauthenticated, codes.FailedPrecondition:
+		return true
+	}
+	return false
+}
+
+// retried reports an error the watch retries: to OnError and the log.
+func (v *View) retried(what string, err error, wait time.Duration) {
+	v.mu.Lock()
+	v.lastErr = err
+	v.mu.Unlock()
+	v.q.Log.Warn("fleetwatch: "+what+" failed; retrying", "inMillis", wait.Milliseconds(), logging.KeyError, err.Error())
+	if v.q.OnError != nil {
+		v.q.OnError(fmt.Errorf("fleetwatch: %s: %w", what, err))
+	}
+}
+
+// backoff is a retry delay doubling from 100 ms to 10 s, each wait drawn
+// at random from its upper half, so that many clients that failed
+// together do not retry together.
+type backoff struct{ next time.Duration }
+
+const minBackoff, maxBackoff = 100 * time.Millisecond, 10 * time.Second
+
+// wait returns the next delay.
+func (b *backoff) wait() time.Duration {
+	d := max(b.next, minBackoff)
+	b.next = min(2*d, maxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (b *backoff) reset() { b.next = minBackoff }
+
+// sleep waits d, or until ctx ends; it reports whether ctx is still on.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // listen runs one realtime listener, restarting it with backoff after an
 // error. Each (re)start begins with a full snapshot, which reset diffs
 // against what the view holds, so nothing is lost across a restart.
-func listen(ctx context.Context, v *View, name string, q firestore.Query, ready chan struct{},
+// Before the first snapshot, an error retrying cannot mend goes to failed
+// and ends it.
+func listen(ctx context.Context, v *View, name string, q firestore.Query, ready chan struct{}, failed chan<- error,
 	reset func(docs []*firestore.DocumentSnapshot, emit bool), apply func(firestore.DocumentChange)) {
-	wait := 100 * time.Millisecond
+	var b backoff
 	initialized := false
 	for ctx.Err() == nil {
-		it := q.Snapshots(ctx)
-		first := true
-		for {
-			snap, err := it.Next()
-			if err != nil {
-				it.Stop()
-				if ctx.Err() == nil {
-					v.q.Log.Warn("fleetwatch listener failed; restarting", "listener", name, "in", wait.String(), logging.KeyError, err.Error())
-				}
-				break
+		err := listenOnce(ctx, q, func(docs []*firestore.DocumentSnapshot) {
+			// The first snapshot is the initial view; those after a
+			// restart are changes to report.
+			reset(docs, initialized)
+			if !initialized {
+				initialized = true
+				close(ready)
+			} else {
+				v.q.Log.Info("fleetwatch: listener recovered", "listener", name)
 			}
-			if first {
-				docs, err := snap.Documents.GetAll()
-				if err != nil {
-					it.Stop()
-					v.q.Log.Warn("fleetwatch listener failed; restarting", "listener", name, logging.KeyError, err.Error())
-					break
-				}
-				// The first snapshot is the initial view; those after a
-				// restart are changes to report.
-				reset(docs, initialized)
-				if !initialized {
-					initialized = true
-					close(ready)
-				}
-				first = false
-				wait = 100 * time.Millisecond
-				continue
-			}
-			for _, c := range snap.Changes {
-				apply(c)
-			}
+			b.reset()
+		}, apply)
+		if ctx.Err() != nil {
+			return
 		}
+		if !initialized && permanent(err) {
+			failed <- fmt.Errorf("%s listener: %w", name, err)
+			return
+		}
+		if status.Code(err) == codes.Canceled {
+			// Only the client cancels a listener: it was closed, and
+			// nothing can be read with it again.
+			v.end(fmt.Errorf("fleetwatch: the Firestore client was closed: %w", err))
+			return
+		}
+		wait := b.wait()
+		v.retried(name+" listener", err, wait)
+		if !sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// listenOnce runs a listener until it fails: its first snapshot goes to
+// first, whole, and the changes of the others to apply.
+func listenOnce(ctx context.Context, q firestore.Query, first func([]*firestore.DocumentSnapshot), apply func(firestore.DocumentChange)) error {
+	it := q.Snapshots(ctx)
+	defer it.Stop()
+	for n := 0; ; n++ {
+		snap, err := it.Next()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			docs, err := snap.Documents.GetAll()
+			if err != nil {
+				return err
+			}
+			first(docs)
+			continue
+		}
+		for _, c := range snap.Changes {
+			apply(c)
+		}
+	}
+}
+
+// judging judges the clusters' staleness every second (or every tenth of
+// StaleAfter, if less) until ctx ends, reporting each change.
+func (v *View) judging(ctx context.Context) {
+	t := time.NewTicker(min(time.Second, v.q.StaleAfter/10))
+	defer t.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-		case <-time.After(wait):
+			return
+		case <-t.C:
+			v.judge()
 		}
-		wait = min(2*wait, 10*time.Second)
 	}
+}
+
+// judge judges every cluster's staleness now and reports those that
+// turned stale or fresh since the last judgment. A cluster judged for the
+// first time is no change.
+func (v *View) judge() {
+	now := v.q.Now()
+	var changes []Change
+	v.mu.Lock()
+	if v.clusters == nil {
+		v.mu.Unlock()
+		return
+	}
+	names := v.clusters()
+	slices.Sort(names)
+	for _, c := range names {
+		st := v.stale(c, now)
+		old, known := v.judged[c]
+		v.judged[c] = st
+		if known && old != st {
+			changes = append(changes, Change{Kind: map[bool]ChangeKind{true: ClusterStale, false: ClusterFresh}[st], Cluster: c})
+		}
+	}
+	v.mu.Unlock()
+	for _, c := range changes {
+		v.report(c)
+	}
+}
+
+// report hands a change to OnChange, one call at a time.
+func (v *View) report(c Change) {
+	if v.q.OnChange == nil {
+		return
+	}
+	v.emitMu.Lock()
+	defer v.emitMu.Unlock()
+	v.q.OnChange(c)
 }
 
 func (v *View) resetFleets(docs []*firestore.DocumentSnapshot, emit bool) {
@@ -258,18 +483,18 @@ func (v *View) resetClusters(docs []*firestore.DocumentSnapshot, _ bool) {
 	v.mu.Lock()
 	v.clus = next
 	v.mu.Unlock()
+	v.judge()
 }
 
 func (v *View) applyCluster(c firestore.DocumentChange) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	if c.Kind == firestore.DocumentRemoved {
 		delete(v.clus, c.Doc.Ref.ID)
-		return
-	}
-	if cd, err := firestoredb.DecodeCluster(c.Doc); err == nil {
+	} else if cd, err := firestoredb.DecodeCluster(c.Doc); err == nil {
 		v.clus[cd.Cluster] = cd
 	}
+	v.mu.Unlock()
+	v.judge()
 }
 
 func (v *View) emit(kind ChangeKind, f fleetapi.Fleet) {
@@ -279,10 +504,11 @@ func (v *View) emit(kind ChangeKind, f fleetapi.Fleet) {
 	v.mu.RLock()
 	f.Stale = v.stale(f.Cluster, v.q.Now())
 	v.mu.RUnlock()
-	v.q.OnChange(Change{Kind: kind, Fleet: f})
+	v.report(Change{Kind: kind, Fleet: f})
 }
 
-// Done is closed when the watch has ended (its context was cancelled).
+// Done is closed when the watch has ended: its context was cancelled, or
+// its Firestore client closed.
 func (v *View) Done() <-chan struct{} { return v.done }
 
 // Err returns why the watch ended, once Done is closed.
@@ -314,38 +540,91 @@ func (v *View) Fleets(selector labels.Selector) []fleetapi.Fleet {
 	return out
 }
 
+// Rank scores a fleet for a new match: the higher, the better; a fleet
+// scoring 0 or less has no capacity to spare and is never picked.
+type Rank func(fleetapi.Fleet) int64
+
+// ByReady ranks fleets by their ready game servers.
+func ByReady(f fleetapi.Fleet) int64 { return f.ReadyReplicas }
+
+// ByPlayers ranks fleets by their players' available capacity.
+func ByPlayers(f fleetapi.Fleet) int64 { return f.Players.Available }
+
+// ByCounter ranks fleets by the available capacity of a counter.
+func ByCounter(name string) Rank {
+	return func(f fleetapi.Fleet) int64 { return f.Counters[name].Available }
+}
+
+// ByList ranks fleets by the available capacity of a list.
+func ByList(name string) Rank {
+	return func(f fleetapi.Fleet) int64 { return f.Lists[name].Available }
+}
+
 // Policy chooses among candidate fleets.
 type Policy struct {
-	// Counter, if set, picks the fleet with the most available capacity
-	// in that counter; otherwise the one with the most ready replicas.
+	// Rank scores the candidates; ByReady when nil (or ByCounter(Counter)
+	// when Counter is set).
+	Rank Rank
+	// Counter, if set and Rank is nil, ranks by that counter's available
+	// capacity.
 	Counter string
+	// Prefer lists selectors of cluster labels, most preferred first
+	// (region=eu-west, then region=eu-north): Pick takes the best fleet
+	// of the clusters matching the first selector that has one with
+	// capacity, and falls back to every cluster when none has.
+	Prefer []labels.Selector
+}
+
+func (p Policy) rank() Rank {
+	switch {
+	case p.Rank != nil:
+		return p.Rank
+	case p.Counter != "":
+		return ByCounter(p.Counter)
+	}
+	return ByReady
 }
 
 // ErrNoFleet means no fresh fleet matches with capacity to spare.
 var ErrNoFleet = errors.New("no fleet with capacity matches")
 
 // Pick returns the best fleet for a new match among those matching
-// selector, never from a stale cluster: by default the one with the most
-// ready replicas, or with the most available capacity of Policy.Counter.
-// Fleets without spare capacity are never picked. Ties go to the first in
-// (cluster, namespace, name) order, so the choice is deterministic.
+// selector, never from a stale cluster: the one Policy ranks highest,
+// from the most preferred clusters that have one. Fleets without spare
+// capacity are never picked. Ties go to the first in (cluster, namespace,
+// name) order, so the choice is deterministic.
 func (v *View) Pick(selector labels.Selector, p Policy) (fleetapi.Fleet, error) {
-	var best fleetapi.Fleet
-	var bestScore int64
-	for _, f := range v.Fleets(selector) {
-		if f.Stale {
-			continue
-		}
-		score := f.ReadyReplicas
-		if p.Counter != "" {
-			score = f.Counters[p.Counter].Available
-		}
-		if score > bestScore {
-			best, bestScore = f, score
+	f, _, err := v.Choose(selector, p)
+	return f, err
+}
+
+// Choose is Pick, and says which of Policy.Prefer chose: its index, or
+// len(Prefer) when the fallback to every cluster did.
+func (v *View) Choose(selector labels.Selector, p Policy) (fleetapi.Fleet, int, error) {
+	rank := p.rank()
+	candidates := v.Fleets(selector)
+	v.mu.RLock()
+	clusterLabels := make(map[string]labels.Set, len(candidates))
+	for _, f := range candidates {
+		if _, ok := clusterLabels[f.Cluster]; !ok && v.labelsOf != nil {
+			clusterLabels[f.Cluster] = labels.Set(v.labelsOf(f.Cluster))
 		}
 	}
-	if bestScore == 0 {
-		return fleetapi.Fleet{}, ErrNoFleet
+	v.mu.RUnlock()
+	for tier := 0; tier <= len(p.Prefer); tier++ {
+		var best fleetapi.Fleet
+		var bestScore int64
+		for _, f := range candidates {
+			if f.Stale || tier < len(p.Prefer) && !p.Prefer[tier].Matches(clusterLabels[f.Cluster]) {
+				continue
+			}
+			if score := rank(f); score > bestScore {
+				best, bestScore = f, score
+			}
+		}
+		if bestScore > 0 {
+			return best, tier, nil
+		}
 	}
-	return best, nil
+	return fleetapi.Fleet{}, len(p.Prefer), ErrNoFleet
 }

@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	if cmd == "watch" {
-		return watch(ctx, o, stdout)
+		return watch(ctx, o, stdout, stderr)
 	}
 	api, closeAPI, err := newAPI(ctx, o)
 	if err != nil {
@@ -320,7 +320,7 @@ func printLabels(w io.Writer, format string, lv fleetapi.LabelValues) error {
 
 // watch prints the matching fleets, then a row for every change, like
 // kubectl get -w, until ctx ends.
-func watch(ctx context.Context, o options, w io.Writer) error {
+func watch(ctx context.Context, o options, w, errOut io.Writer) error {
 	sel, err := labels.Parse(o.selector)
 	if err != nil {
 		return fmt.Errorf("-l: %w", err)
@@ -356,9 +356,14 @@ func watch(ctx context.Context, o options, w io.Writer) error {
 		OnChange: func(c fleetwatch.Change) {
 			mu.Lock()
 			defer mu.Unlock()
-			show(strings.ToUpper(string(c.Kind)), c.Fleet)
+			if c.Cluster != "" { // a cluster turned stale or fresh
+				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t%v\n", strings.ToUpper(string(c.Kind)), c.Cluster, c.Kind == fleetwatch.ClusterStale)
+			} else {
+				show(strings.ToUpper(string(c.Kind)), c.Fleet)
+			}
 			_ = tw.Flush()
 		},
+		OnError: func(err error) { fmt.Fprintf(errOut, "fleetcast watch: %v; retrying\n", err) },
 	})
 	if err != nil {
 		mu.Unlock()
@@ -374,7 +379,10 @@ func watch(ctx context.Context, o options, w io.Writer) error {
 	_ = tw.Flush()
 	mu.Unlock()
 	<-v.Done()
-	return nil
+	if ctx.Err() != nil {
+		return nil
+	}
+	return v.Err()
 }
 
 func orNone(s string) string {

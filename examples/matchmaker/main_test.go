@@ -39,10 +39,39 @@ func TestRoutesPlayersToTheBestFleet(t *testing.T) {
 	in := strings.NewReader("alice pc 1.42\nbob ps5 1.42\ncarol pc 1.40\nbad line\n")
 	err := run(t.Context(), nil, func(k string) string { return map[string]string{"GOOGLE_CLOUD_PROJECT": project}[k] }, in, &out, &out)
 	require.NoError(t, err)
-	assert.Equal(t, `watching 3 fleets
-alice (pc 1.42) -> eu/games/pc-b (7 ready)
-bob (ps5 1.42) -> eu/games/ps5 (9 ready)
+	assert.Equal(t, `watching 3 fleets, ranking by ready
+alice (pc 1.42) -> eu/games/pc-b (7 ready, ready 7)
+bob (ps5 1.42) -> eu/games/ps5 (9 ready, ready 9)
 carol (pc 1.40): no fleet with capacity; queueing
 skipping "bad line": want NAME PLATFORM VERSION
 `, out.String())
+
+	// A preference no cluster meets falls back, and says so.
+	out.Reset()
+	err = run(t.Context(), []string{"--project", project, "--prefer", "region=us"}, func(string) string { return "" }, strings.NewReader("dave pc 1.42\n"), &out, &out)
+	require.NoError(t, err)
+	assert.Equal(t, `watching 3 fleets, ranking by ready
+dave (pc 1.42) -> eu/games/pc-b (7 ready, ready 7, no preferred cluster had one)
+`, out.String())
+}
+
+// TestBadConfigurationFailsLoudly: every mistake is an error naming it,
+// before anything is read.
+func TestBadConfigurationFailsLoudly(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "set --project or GOOGLE_CLOUD_PROJECT"},
+		{[]string{"--project", "p", "--rank", "fastest"}, `--rank "fastest": want ready, players, counter=NAME or list=NAME`},
+		{[]string{"--project", "p", "--rank", "counter="}, `--rank "counter=": want`},
+		{[]string{"--project", "p", "--prefer", "region in (eu"}, `invalid value "region in (eu" for flag -prefer: not a label selector`},
+		{[]string{"--project", "p", "alice"}, `unexpected arguments ["alice"]: players come on standard input`},
+		{[]string{"--start-timeout", "soon"}, `invalid value "soon" for flag -start-timeout`},
+	} {
+		var out bytes.Buffer
+		err := run(t.Context(), tc.args, func(string) string { return "" }, strings.NewReader(""), &out, &out)
+		require.Error(t, err, "%v", tc.args)
+		assert.Contains(t, err.Error(), tc.want, "%v", tc.args)
+	}
 }
