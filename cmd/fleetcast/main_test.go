@@ -5,14 +5,18 @@ import (
 	"context"
 	"flag"
 	"io"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -59,7 +63,8 @@ func world(tb testing.TB) (project string, store *firestoredb.Store) {
 		part := fleet.SplitSnapshot(nil, fleet.DefaultSnapshotPartBytes)[0]
 		part.ClusterLabels = map[string]string{"region": "europe-west1"}
 		part.FleetCount = fleets
-		part.Totals = fleet.Status{Replicas: 10 * fleets, ReadyReplicas: ready, AllocatedReplicas: 10*fleets - ready}
+		part.Totals = fleet.Status{Replicas: 10 * fleets, ReadyReplicas: ready, AllocatedReplicas: 10*fleets - ready,
+			Counters: map[string]fleet.Aggregate{"rooms": {Count: 10, Capacity: 10 * fleets}}}
 		seq++
 		beats := firestoredb.New(fs, time.Hour, func() time.Time { return at.Add(250 * time.Millisecond) })
 		_, err := beats.Apply(tb.Context(), fleet.Event{
@@ -122,6 +127,17 @@ func TestCommandsAgainstFirestoreAndTheAPI(t *testing.T) {
 		{"get-fleets.yaml.golden", []string{"get", "fleets", "-l", "app.kubernetes.io/version in (1.41)", "-o", "yaml"}},
 		{"get-clusters.golden", []string{"get", "clusters"}},
 		{"labels.golden", []string{"labels", "app.kubernetes.io/version", "--include-stale"}},
+		{"get-fleets.name.golden", []string{"get", "fleets", "-o", "name", "--include-stale"}},
+		{"get-fleets.jsonpath.golden", []string{"get", "fleets", "-o", `jsonpath={range .items[*]}{.name}{"\t"}{.readyReplicas}{"\n"}{end}`}},
+		{"get-fleets-no-headers-sorted.golden", []string{"get", "fleets", "--no-headers", "--sort-by", "ready", "--include-stale"}},
+		{"get-fleets-thresholds.golden", []string{"get", "fleets", "--min-ready", "3", "--counter", "rooms", "--min-available", "2"}},
+		{"get-fleet.yaml.golden", []string{"get", "fleet", "pc/games/ranked", "-o", "yaml"}},
+		{"get-fleet.golden", []string{"get", "fleet", "pc/games/casual"}},
+		{"get-cluster.json.golden", []string{"get", "cluster", "pc", "-o", "json"}},
+		{"get-clusters.name.golden", []string{"get", "clusters", "-o", "name"}},
+		{"get-clusters.jsonpath.golden", []string{"get", "clusters", "-o", "jsonpath={.items[*].cluster}"}},
+		{"labels.name.golden", []string{"labels", "app.kubernetes.io/version", "-o", "name"}},
+		{"labels.yaml.golden", []string{"labels", "app.kubernetes.io/version", "-o", "yaml"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -136,21 +152,34 @@ func TestCommandsAgainstFirestoreAndTheAPI(t *testing.T) {
 	}
 }
 
+// TestErrorsAreOneClearLine: every mistake is one line saying what failed
+// and what to do, and an exit code a script can tell apart.
 func TestErrorsAreOneClearLine(t *testing.T) {
 	project, _ := world(t)
 	tests := []struct {
 		args []string
 		want string
+		code int
 	}{
-		{[]string{"get", "pods"}, `unknown command "get pods"`},
-		{[]string{"get", "fleets", "-l", "version in (1.2"}, "-l: "},
-		{[]string{"get", "fleets", "-o", "xml"}, "-o xml: not an output of get fleets"},
-		{[]string{"get", "clusters", "-o", "wide"}, "-o wide: not an output of get clusters"},
-		{[]string{"labels"}, "labels takes one label key"},
-		{[]string{"labels", "bad key"}, `"bad key" is not a label key`},
-		{[]string{"get", "fleets", "--cluster", "PC"}, "--cluster: "},
-		{[]string{"get", "fleets", "--api", "ftp://x"}, "--api"},
-		{[]string{"watch", "--api", "ftp://x"}, "--api"},
+		{[]string{"get", "pods"}, `get pods: unknown resource; want fleets, fleet CLUSTER/NAMESPACE/NAME or clusters`, exitUsage},
+		{[]string{"get"}, `get what?`, exitUsage},
+		{[]string{"frobnicate"}, `unexpected arguments ["frobnicate"]`, exitUsage},
+		{[]string{"get", "fleets", "--colour"}, `unknown flag: --colour (see fleetcast get fleets --help)`, exitUsage},
+		{[]string{"get", "fleets", "-l", "version in (1.2"}, "-l: ", exitUsage},
+		{[]string{"get", "fleets", "-o", "xml"}, "-o xml: not an output of fleetcast get fleets (want table, wide, json, yaml, name, jsonpath=TEMPLATE)", exitUsage},
+		{[]string{"get", "fleets", "-o", "jsonpath={.items[}"}, "-o jsonpath: ", exitUsage},
+		{[]string{"get", "clusters", "-o", "wide"}, "-o wide: not an output of fleetcast get clusters", exitUsage},
+		{[]string{"get", "fleets", "--sort-by", "available"}, "--sort-by: available needs a counter or list parameter", exitUsage},
+		{[]string{"get", "fleets", "--min-available", "2"}, "--min-available: needs counter", exitUsage},
+		{[]string{"get", "fleets", "-w", "--min-ready", "1"}, "-w: --min-ready, --counter, --list and --sort-by do not apply to a watch", exitUsage},
+		{[]string{"labels"}, "labels takes one label key", exitUsage},
+		{[]string{"labels", "bad key"}, `"bad key" is not a label key`, exitUsage},
+		{[]string{"get", "fleets", "--cluster", "PC"}, "--cluster: ", exitUsage},
+		{[]string{"get", "fleet", "pc/ranked"}, `fleet "pc/ranked": want CLUSTER/NAMESPACE/NAME`, exitUsage},
+		{[]string{"get", "fleet", "pc/games/nope"}, "fleet pc/games/nope: not found", exitNotFound},
+		{[]string{"get", "cluster", "nope"}, "cluster nope: not found", exitNotFound},
+		{[]string{"get", "fleets", "--api", "ftp://x"}, "--api", exitUsage},
+		{[]string{"watch", "--api", "ftp://x"}, "--api", exitUsage},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -158,17 +187,93 @@ func TestErrorsAreOneClearLine(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
 			assert.NotContains(t, err.Error(), "\n", "one line")
+			assert.Equal(t, tt.code, exitCode(err), "%v", err)
 		})
 	}
 	_, _, err := runCLI(t, "", "get", "fleets")
 	assert.ErrorContains(t, err, "no project")
+	assert.Equal(t, exitUsage, exitCode(err))
 }
 
+// TestUnreachableFirestoreFailsWithinTheRequestTimeout: every command, the
+// watch included, gives up after --request-timeout with exit code 4 and a
+// line saying what to check, rather than hanging.
+func TestUnreachableFirestoreFailsWithinTheRequestTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	t.Setenv(emulator.FirestoreHostEnv, addr)
+	for _, args := range [][]string{{"get", "fleets"}, {"get", "clusters"}, {"labels", "platform"}, {"watch"}, {"get", "fleets", "-w"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			start := time.Now()
+			var out, errOut bytes.Buffer
+			o, err := runWith(t.Context(), append(args, "--request-timeout", "1s"), func(k string) string {
+				return map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}[k]
+			}, &out, &errOut)
+			require.Error(t, err)
+			assert.Less(t, time.Since(start), 10*time.Second)
+			assert.Equal(t, exitUnavailable, exitCode(err), "%v", err)
+			msg := message(err, o)
+			assert.Contains(t, msg, "no answer from Firestore (project p) within --request-timeout 1s: check it is reachable, then retry or raise --request-timeout")
+			assert.NotContains(t, msg, "\n")
+		})
+	}
+}
+
+// TestHelp: --help works at every level, exits 0, and lists the
+// command's own flags.
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"get", "fleets", "--help"}, {"watch", "-h"}} {
-		_, stderr, err := runCLI(t, "p", args...)
-		require.NoError(t, err, args)
-		assert.Contains(t, stderr, "sage", args)
+	root := newRoot(t.Context(), &options{}, func(string) string { return "" }, io.Discard, io.Discard)
+	root.InitDefaultHelpCmd() // added when it runs
+	root.InitDefaultCompletionCmd()
+	var walk func(*cobra.Command)
+	commands := 0
+	walk = func(c *cobra.Command) {
+		commands++
+		path := strings.Fields(c.CommandPath())[1:]
+		for _, help := range []string{"--help", "-h"} {
+			stdout, _, err := runCLI(t, "p", append(slices.Clone(path), help)...)
+			require.NoError(t, err, "%v %s", path, help)
+			assert.Contains(t, stdout, "Usage:", path)
+			c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+				assert.Contains(t, stdout, "--"+f.Name, "%v lists its flag", path)
+			})
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	assert.GreaterOrEqual(t, commands, 10, "fleetcast, get, get fleets, get clusters, labels, watch, version, completion and its shells, help")
+	stdout, _, err := runCLI(t, "p", "help", "get", "fleets")
+	require.NoError(t, err)
+	assert.Contains(t, stdout, "--selector")
+}
+
+// TestTheREADMEShowsTheHelp: the README's CLI section is fleetcast --help.
+func TestTheREADMEShowsTheHelp(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	var out bytes.Buffer
+	root := newRoot(t.Context(), &options{}, func(string) string { return "" }, &out, &out)
+	root.SetArgs([]string{"--help"})
+	require.NoError(t, root.Execute())
+	block := "```\n$ fleetcast --help\n" + out.String() + "```\n"
+	assert.True(t, strings.Contains(string(readme), block), "README.md's CLI section must show fleetcast --help exactly; paste:\n%s", block)
+}
+
+// TestVersionAndCompletion: version names the build; completion writes
+// each shell's script.
+func TestVersionAndCompletion(t *testing.T) {
+	out, _, err := runCLI(t, "p", "version")
+	require.NoError(t, err)
+	assert.Regexp(t, `^fleetcast \S+ \(go1\.\d+`, out)
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		out, _, err := runCLI(t, "p", "completion", shell)
+		require.NoError(t, err, shell)
+		assert.Contains(t, out, "fleetcast", shell)
+		assert.Greater(t, len(out), 1000, shell)
 	}
 }
 

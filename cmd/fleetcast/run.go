@@ -4,19 +4,26 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/url"
+	"runtime"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
@@ -26,159 +33,355 @@ import (
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 )
 
-// errUsage is returned after usage was printed.
-var errUsage = errors.New("usage")
-
-const usage = `fleetcast shows what every Agones fleet in every cluster can serve.
-
-Usage:
-  fleetcast get fleets   [-l selector] [--cluster c]... [-n namespace] [--include-stale] [-o table|wide|json|yaml]
-  fleetcast get clusters [-o table|json|yaml]
-  fleetcast labels KEY   [--include-stale] [-o table|json|yaml]
-  fleetcast watch        [-l selector] [--cluster c]...
-
-Where the data comes from (every command):
-  --project P      Firestore's project (default $GOOGLE_CLOUD_PROJECT); FIRESTORE_EMULATOR_HOST is honoured
-  --database D     Firestore database (default (default))
-  --api URL        read the QueryFleets API instead (watch: its stream), with a Google ID token unless URL is on localhost
-  --stale-after D  a cluster without a heartbeat for D is stale (default 90s; with --api, the API judges,
-                   and watch marks every cluster stale when the stream is silent for D)
-
-Run 'fleetcast COMMAND --help' for a command's flags.
-`
-
 // options are the flags of every command.
 type options struct {
 	project, database, api string
 	staleAfter             time.Duration
+	requestTimeout         time.Duration
 	selector, namespace    string
 	clusters               []string
 	output                 string
+	noHeaders              bool
 	includeStale           bool
+	sortBy                 string
+	minReady               int64
+	counter, list          string
+	minAvailable           int64
+	minListAvailable       int64
+	watch                  bool
 }
 
-func newFlags(name string, o *options, getenv func(string) string, stderr io.Writer, outputs ...string) *flag.FlagSet {
-	fs := flag.NewFlagSet("fleetcast "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.project, "project", getenv("GOOGLE_CLOUD_PROJECT"), "Firestore's Google Cloud project")
-	fs.StringVar(&o.database, "database", firestore.DefaultDatabaseID, "Firestore database")
-	fs.StringVar(&o.api, "api", getenv("FLEETCAST_API"), "URL of the QueryFleets API (instead of Firestore)")
-	fs.DurationVar(&o.staleAfter, "stale-after", fleetapi.DefaultStaleAfter, "heartbeat age after which a cluster is stale")
-	if len(outputs) > 0 {
-		fs.StringVar(&o.output, "o", outputs[0], "output: "+strings.Join(outputs, ", "))
+// Exit codes: what a script can tell apart.
+const (
+	exitError       = 1 // anything else
+	exitUsage       = 2 // bad input: a command, flag, argument or parameter
+	exitNotFound    = 3 // the fleet or cluster asked for does not exist
+	exitUnavailable = 4 // Firestore or the API cannot answer now, or not within --request-timeout
+)
+
+// usageError is bad input: exit code 2.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// exitCode says how err ends the process.
+func exitCode(err error) int {
+	if _, ok := errors.AsType[usageError](err); ok {
+		return exitUsage
 	}
-	return fs
+	if e, ok := errors.AsType[*fleetapi.Error](err); ok {
+		switch e.Code {
+		case fleetapi.InvalidArgument:
+			return exitUsage
+		case fleetapi.NotFound:
+			return exitNotFound
+		case fleetapi.Unavailable:
+			return exitUnavailable
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fleetwatch.ErrStartTimeout) {
+		return exitUnavailable
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return exitUnavailable
+	case codes.NotFound:
+		return exitNotFound
+	case codes.InvalidArgument:
+		return exitUsage
+	}
+	return exitError
 }
 
-func fleetFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.selector, "l", "", "label selector, e.g. platform=pc,version in (1.41,1.42)")
-	fs.StringVar(&o.namespace, "n", "", "namespace")
-	fs.Func("cluster", "only this cluster (repeatable)", func(s string) error {
-		o.clusters = append(o.clusters, strings.Split(s, ",")...)
-		return nil
-	})
-	fs.BoolVar(&o.includeStale, "include-stale", false, "include fleets of stale clusters")
+// message is err as the one line the CLI prints, with what to do.
+func message(err error, o *options) string {
+	msg := err.Error()
+	switch exitCode(err) {
+	case exitUnavailable:
+		where := "Firestore (project " + o.project + ")"
+		if o.api != "" {
+			where = o.api
+		}
+		return fmt.Sprintf("%s (no answer from %s within --request-timeout %s: check it is reachable, then retry or raise --request-timeout)",
+			msg, where, o.requestTimeout)
+	case exitError:
+		if c := status.Code(err); c == codes.PermissionDenied || c == codes.Unauthenticated {
+			return msg + " (check the credentials: gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS)"
+		}
+	}
+	return msg
 }
 
+// run runs the command line args and returns its error (nil after
+// --help).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return errUsage
-		}
-		return nil
+	_, err := runWith(ctx, args, getenv, stdout, stderr)
+	return err
+}
+
+// runWith is run, and returns the options it parsed, for the message.
+func runWith(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (*options, error) {
+	o := &options{}
+	root := newRoot(ctx, o, getenv, stdout, stderr)
+	root.SetArgs(args)
+	_, err := root.ExecuteC()
+	return o, err
+}
+
+const rootLong = `fleetcast shows what every Agones fleet in every cluster can serve, from Firestore (honouring
+FIRESTORE_EMULATOR_HOST) or from the QueryFleets API (--api).
+
+Exit codes: 0 done, 1 failed, 2 bad input, 3 not found, 4 unavailable or timed out.`
+
+func newRoot(ctx context.Context, o *options, getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "fleetcast",
+		Short:         "Show what every Agones fleet in every cluster can serve",
+		Long:          rootLong,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          noArgs,
+		RunE:          func(cmd *cobra.Command, _ []string) error { return usagef("no command; run fleetcast --help") },
 	}
-	var o options
-	var fs *flag.FlagSet
-	var cmd string
-	switch {
-	case args[0] == "get" && len(args) > 1 && (args[1] == "fleets" || args[1] == "fleet"):
-		cmd, fs = "get fleets", newFlags("get fleets", &o, getenv, stderr, "table", "wide", "json", "yaml")
-		fleetFlags(fs, &o)
-		args = args[2:]
-	case args[0] == "get" && len(args) > 1 && (args[1] == "clusters" || args[1] == "cluster"):
-		cmd, fs = "get clusters", newFlags("get clusters", &o, getenv, stderr, "table", "json", "yaml")
-		args = args[2:]
-	case args[0] == "labels":
-		cmd, fs = "labels", newFlags("labels", &o, getenv, stderr, "table", "json", "yaml")
-		fs.BoolVar(&o.includeStale, "include-stale", false, "include fleets of stale clusters")
-		args = args[1:]
-	case args[0] == "watch":
-		cmd, fs = "watch", newFlags("watch", &o, getenv, stderr)
-		fleetFlags(fs, &o)
-		args = args[1:]
-	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", strings.Join(args[:min(2, len(args))], " "))
-	}
-	rest, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	root.SetContext(ctx)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usagef("%s: %w (see %s --help)", cmd.CommandPath(), err, cmd.CommandPath())
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&o.project, "project", getenv("GOOGLE_CLOUD_PROJECT"), "Firestore's Google Cloud project (default $GOOGLE_CLOUD_PROJECT)")
+	pf.StringVar(&o.database, "database", firestore.DefaultDatabaseID, "Firestore database")
+	pf.StringVar(&o.api, "api", getenv("FLEETCAST_API"), "read the QueryFleets API at this URL instead of Firestore (default $FLEETCAST_API)")
+	pf.DurationVar(&o.staleAfter, "stale-after", fleetapi.DefaultStaleAfter, "a cluster without a heartbeat for this long is stale (with --api, the API judges)")
+	pf.DurationVar(&o.requestTimeout, "request-timeout", 30*time.Second, "give up on a request (watch: on its start) after this long")
+
+	get := &cobra.Command{
+		Use:   "get",
+		Short: "Show fleets or clusters",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("get %s: unknown resource; want fleets, fleet CLUSTER/NAMESPACE/NAME or clusters", args[0])
+			}
 			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("get what? fleets, fleet CLUSTER/NAMESPACE/NAME or clusters (see fleetcast get --help)")
+		},
+	}
+	fleets := &cobra.Command{
+		Use:     "fleets [CLUSTER/NAMESPACE/NAME]",
+		Aliases: []string{"fleet"},
+		Short:   "List the fleets, or show one",
+		Example: `  fleetcast get fleets -l platform=pc,app.kubernetes.io/version=1.42 --min-ready 2 --sort-by ready
+  fleetcast get fleets --counter rooms --min-available 5 -o wide
+  fleetcast get fleet pc/games/ranked -o yaml
+  fleetcast get fleets -w`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				return getFleet(cmd.Context(), o, args[0], stdout)
+			}
+			if o.watch {
+				return watch(cmd.Context(), o, stdout, stderr)
+			}
+			return getFleets(cmd.Context(), o, stdout)
+		},
+	}
+	filterFlags(fleets, o)
+	queryFlags(fleets, o)
+	fleets.Flags().BoolVarP(&o.watch, "watch", "w", false, "after the list, print a row for every change, until interrupted")
+	outputFlag(fleets, o, "table", "wide", "json", "yaml", "name", "jsonpath=TEMPLATE")
+	clusters := &cobra.Command{
+		Use:     "clusters [NAME]",
+		Aliases: []string{"cluster"},
+		Short:   "List the clusters, or show one",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return getClusters(cmd.Context(), o, args, stdout)
+		},
+	}
+	outputFlag(clusters, o, "table", "json", "yaml", "name", "jsonpath=TEMPLATE")
+	get.AddCommand(fleets, clusters)
+
+	labelsCmd := &cobra.Command{
+		Use:     "labels KEY",
+		Short:   "Sum the live fleets by the values of a label",
+		Example: "  fleetcast labels app.kubernetes.io/version",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("labels takes one label key, e.g. fleetcast labels app.kubernetes.io/version")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return labelValues(cmd.Context(), o, args[0], stdout) },
+	}
+	labelsCmd.Flags().BoolVar(&o.includeStale, "include-stale", false, "include fleets of stale clusters")
+	outputFlag(labelsCmd, o, "table", "json", "yaml", "name", "jsonpath=TEMPLATE")
+
+	watchCmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Print the fleets, then a row for every change (get fleets -w)",
+		Args:  noArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return watch(cmd.Context(), o, stdout, stderr) },
+	}
+	filterFlags(watchCmd, o)
+	outputFlag(watchCmd, o, "table", "wide", "json", "name")
+
+	version := &cobra.Command{
+		Use:   "version",
+		Short: "Print fleetcast's version",
+		Args:  noArgs,
+		Run: func(*cobra.Command, []string) {
+			fmt.Fprintf(stdout, "fleetcast %s (%s)\n", buildVersion(), runtime.Version())
+		},
+	}
+	root.AddCommand(get, labelsCmd, watchCmd, version)
+	return root
+}
+
+// noArgs rejects positional arguments as bad input.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s: unexpected arguments %q (see %s --help)", cmd.CommandPath(), args, cmd.CommandPath())
+	}
+	return nil
+}
+
+// buildVersion is the module's version, as go install records it.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// filterFlags are the filters of the fleet commands, watches included.
+func filterFlags(cmd *cobra.Command, o *options) {
+	f := cmd.Flags()
+	f.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. platform=pc,app.kubernetes.io/version in (1.41,1.42)")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "only fleets of this namespace")
+	f.StringSliceVar(&o.clusters, "cluster", nil, "only fleets of these clusters (repeatable, or comma-separated)")
+	f.BoolVar(&o.includeStale, "include-stale", false, "include fleets of stale clusters (marked)")
+}
+
+// queryFlags are get fleets' thresholds and order, which a watch has not.
+func queryFlags(cmd *cobra.Command, o *options) {
+	f := cmd.Flags()
+	f.Int64Var(&o.minReady, "min-ready", 0, "only fleets with at least this many ready game servers")
+	f.StringVar(&o.counter, "counter", "", "a counter, for --min-available and --sort-by available")
+	f.Int64Var(&o.minAvailable, "min-available", 0, "only fleets whose --counter has at least this much available capacity")
+	f.StringVar(&o.list, "list", "", "a list, for --min-list-available and --sort-by available")
+	f.Int64Var(&o.minListAvailable, "min-list-available", 0, "only fleets whose --list has at least this much available capacity")
+	f.StringVar(&o.sortBy, "sort-by", "name", "order: name (cluster, namespace, name), ready (most first) or available (of --counter or --list, most first)")
+}
+
+// outputFlag adds -o with the outputs the command has.
+func outputFlag(cmd *cobra.Command, o *options, outputs ...string) {
+	cmd.Flags().StringVarP(&o.output, "output", "o", outputs[0], "output: "+strings.Join(outputs, ", "))
+	if slices.Contains(outputs, "table") && cmd.Flags().Lookup("no-headers") == nil {
+		cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "print tables without their header")
+	}
+	prev := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		if prev != nil {
+			if err := prev(c, args); err != nil {
+				return err
+			}
 		}
-		return errUsage
-	}
-	if o.output != "" && !slices.Contains([]string{"table", "wide", "json", "yaml"}, o.output) || (o.output == "wide" && cmd != "get fleets") {
-		return fmt.Errorf("-o %s: not an output of %s", o.output, cmd)
-	}
-	switch cmd {
-	case "labels":
-		if len(rest) != 1 {
-			return errors.New("labels takes one label key, e.g. fleetcast labels app.kubernetes.io/version")
+		name, _, _ := strings.Cut(o.output, "=")
+		for _, out := range outputs {
+			if out == o.output || strings.HasSuffix(out, "=TEMPLATE") && name == strings.TrimSuffix(out, "=TEMPLATE") && strings.Contains(o.output, "=") {
+				return nil
+			}
 		}
-	default:
-		if len(rest) != 0 {
-			return fmt.Errorf("%s: unexpected arguments %q", cmd, rest)
-		}
+		return usagef("-o %s: not an output of %s (want %s)", o.output, c.CommandPath(), strings.Join(outputs, ", "))
 	}
-	if cmd == "watch" {
-		return watch(ctx, o, stdout, stderr)
+}
+
+// withTimeout bounds one request by --request-timeout.
+func withTimeout(ctx context.Context, o *options) (context.Context, context.CancelFunc) {
+	if o.requestTimeout <= 0 {
+		return context.WithCancel(ctx)
 	}
-	api, closeAPI, err := newAPI(ctx, o)
+	return context.WithTimeout(ctx, o.requestTimeout)
+}
+
+func getFleets(ctx context.Context, o *options, w io.Writer) error {
+	q, err := fleetapi.ParseQuery(fleetParams(*o))
+	if err != nil {
+		return flagError(err)
+	}
+	ctx, cancel := withTimeout(ctx, o)
+	defer cancel()
+	api, closeAPI, err := newAPI(ctx, *o)
 	if err != nil {
 		return err
 	}
 	defer closeAPI()
-	switch cmd {
-	case "get fleets":
-		q, err := fleetapi.ParseQuery(fleetParams(o))
-		if err != nil {
-			return flagError(err)
-		}
-		fleets, err := fleetapi.AllFleets(ctx, api, q)
-		if err != nil {
-			return flagError(err)
-		}
-		return printFleets(stdout, o.output, fleets)
-	case "get clusters":
-		clusters, err := api.ListClusters(ctx)
+	fleets, err := fleetapi.AllFleets(ctx, api, q)
+	if err != nil {
+		return flagError(err)
+	}
+	return printFleets(w, o, fleets)
+}
+
+func getFleet(ctx context.Context, o *options, arg string, w io.Writer) error {
+	parts := strings.Split(arg, "/")
+	if len(parts) != 3 {
+		return usagef("fleet %q: want CLUSTER/NAMESPACE/NAME, e.g. pc/games/ranked", arg)
+	}
+	ctx, cancel := withTimeout(ctx, o)
+	defer cancel()
+	api, closeAPI, err := newAPI(ctx, *o)
+	if err != nil {
+		return err
+	}
+	defer closeAPI()
+	f, err := api.GetFleet(ctx, fleet.Key{Cluster: parts[0], Namespace: parts[1], Name: parts[2]})
+	if err != nil {
+		return err
+	}
+	return printFleet(w, o, f)
+}
+
+func getClusters(ctx context.Context, o *options, args []string, w io.Writer) error {
+	ctx, cancel := withTimeout(ctx, o)
+	defer cancel()
+	api, closeAPI, err := newAPI(ctx, *o)
+	if err != nil {
+		return err
+	}
+	defer closeAPI()
+	if len(args) == 1 {
+		c, err := api.GetCluster(ctx, args[0])
 		if err != nil {
 			return err
 		}
-		return printClusters(stdout, o.output, clusters.Items)
-	default:
-		lv, err := api.LabelValues(ctx, rest[0], o.includeStale)
-		if err != nil {
-			return flagError(err)
-		}
-		return printLabels(stdout, o.output, lv)
+		return printClusters(w, o, []fleetapi.Cluster{c}, true)
 	}
+	clusters, err := api.ListClusters(ctx)
+	if err != nil {
+		return err
+	}
+	return printClusters(w, o, clusters.Items, false)
 }
 
-// parseInterleaved parses flags before and after positional arguments
-// (fleetcast labels KEY -o json), and returns the positional ones.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
+func labelValues(ctx context.Context, o *options, key string, w io.Writer) error {
+	ctx, cancel := withTimeout(ctx, o)
+	defer cancel()
+	api, closeAPI, err := newAPI(ctx, *o)
+	if err != nil {
+		return err
 	}
+	defer closeAPI()
+	lv, err := api.LabelValues(ctx, key, o.includeStale)
+	if err != nil {
+		return flagError(err)
+	}
+	return printLabels(w, o, lv)
 }
 
 func fleetParams(o options) url.Values {
@@ -186,15 +389,20 @@ func fleetParams(o options) url.Values {
 	for _, c := range o.clusters {
 		v.Add("cluster", c)
 	}
-	if o.namespace != "" {
-		v.Set("namespace", o.namespace)
+	set := func(k, val string, ok bool) {
+		if ok {
+			v.Set(k, val)
+		}
 	}
-	if o.selector != "" {
-		v.Set("selector", o.selector)
-	}
-	if o.includeStale {
-		v.Set("includeStale", "true")
-	}
+	set("namespace", o.namespace, o.namespace != "")
+	set("selector", o.selector, o.selector != "")
+	set("includeStale", "true", o.includeStale)
+	set("minReady", strconv.FormatInt(o.minReady, 10), o.minReady != 0)
+	set("counter", o.counter, o.counter != "")
+	set("minAvailable", strconv.FormatInt(o.minAvailable, 10), o.minAvailable != 0)
+	set("list", o.list, o.list != "")
+	set("minListAvailable", strconv.FormatInt(o.minListAvailable, 10), o.minListAvailable != 0)
+	set("orderBy", o.sortBy, o.sortBy != "")
 	return v
 }
 
@@ -204,7 +412,7 @@ func newAPI(ctx context.Context, o options) (fleetapi.API, func(), error) {
 	if o.api != "" {
 		c, err := fleetapi.NewClient(ctx, o.api, nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--api: %w", err)
+			return nil, nil, usagef("--api: %w", err)
 		}
 		return c, func() {}, nil
 	}
@@ -218,7 +426,7 @@ func newAPI(ctx context.Context, o options) (fleetapi.API, func(), error) {
 
 func firestoreClient(ctx context.Context, o options) (*firestore.Client, error) {
 	if o.project == "" {
-		return nil, errors.New("no project: set --project or GOOGLE_CLOUD_PROJECT (or --api)")
+		return nil, usagef("no project: set --project or GOOGLE_CLOUD_PROJECT (or --api)")
 	}
 	c, err := firestore.NewClientWithDatabase(ctx, o.project, o.database)
 	if err != nil {
@@ -227,47 +435,105 @@ func firestoreClient(ctx context.Context, o options) (*firestore.Client, error) 
 	return c, nil
 }
 
+// flagNames name the flag behind each query parameter.
+var flagNames = map[string]string{
+	"selector": "-l", "namespace": "-n", "cluster": "--cluster", "key": "KEY", "minReady": "--min-ready",
+	"counter": "--counter", "minAvailable": "--min-available", "list": "--list", "minListAvailable": "--min-list-available",
+	"orderBy": "--sort-by", "includeStale": "--include-stale",
+}
+
 // flagError names the flag behind a bad query parameter.
 func flagError(err error) error {
 	if e, ok := errors.AsType[*fleetapi.Error](err); ok && e.Code == fleetapi.InvalidArgument {
-		flagName := map[string]string{"selector": "-l", "namespace": "-n", "cluster": "--cluster", "key": "KEY"}[e.Param]
-		if flagName != "" {
-			return fmt.Errorf("%s: %s", flagName, e.Message)
+		if name := flagNames[e.Param]; name != "" {
+			return usagef("%s: %s", name, e.Message)
 		}
+		return usageError{err}
 	}
 	return err
 }
 
-func printStructured(w io.Writer, format string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+// printObject prints v as JSON, YAML or a JSONPath template's result;
+// ok is false for the other formats.
+func printObject(w io.Writer, format string, v any) (ok bool, err error) {
+	switch {
+	case format == "json", format == "yaml":
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return true, err
+		}
+		if format == "yaml" {
+			if b, err = yaml.JSONToYAML(b); err != nil {
+				return true, err
+			}
+			_, err = w.Write(b)
+			return true, err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return true, err
+	case strings.HasPrefix(format, "jsonpath="):
+		return true, printJSONPath(w, strings.TrimPrefix(format, "jsonpath="), v)
+	}
+	return false, nil
+}
+
+// printJSONPath prints v through a kubectl JSONPath template, e.g.
+// {.items[*].name} or {range .items[*]}{.name}{"\n"}{end}.
+func printJSONPath(w io.Writer, template string, v any) error {
+	if !strings.Contains(template, "{") {
+		template = "{" + template + "}"
+	}
+	jp := jsonpath.New("output")
+	if err := jp.Parse(template); err != nil {
+		return usagef("-o jsonpath: %w", err)
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if format == "yaml" {
-		if b, err = yaml.JSONToYAML(b); err != nil {
-			return err
-		}
-		_, err = w.Write(b)
+	var data any
+	if err := json.Unmarshal(b, &data); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
+	if err := jp.Execute(w, data); err != nil {
+		return usagef("-o jsonpath: %w", err)
+	}
+	return nil // as kubectl: no newline of its own
 }
 
-func printFleets(w io.Writer, format string, fleets []fleetapi.Fleet) error {
-	if format == "json" || format == "yaml" {
-		return printStructured(w, format, map[string]any{"items": nonNilSlice(fleets)})
+func printFleets(w io.Writer, o *options, fleets []fleetapi.Fleet) error {
+	if ok, err := printObject(w, o.output, map[string]any{"items": nonNilSlice(fleets)}); ok {
+		return err
+	}
+	if o.output == "name" {
+		for _, f := range fleets {
+			fmt.Fprintf(w, "fleet/%s/%s/%s\n", f.Cluster, f.Namespace, f.Name)
+		}
+		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	header := "CLUSTER\tNAMESPACE\tNAME\tREADY\tALLOCATED\tREPLICAS\tLAG\tSTALE"
-	if format == "wide" {
-		header += "\tCOUNTERS\tLABELS\tDEGRADED"
+	if !o.noHeaders {
+		fmt.Fprintln(tw, fleetHeader(o.output == "wide"))
 	}
-	fmt.Fprintln(tw, header)
 	for _, f := range fleets {
-		fmt.Fprintln(tw, fleetRow(f, format == "wide"))
+		fmt.Fprintln(tw, fleetRow(f, o.output == "wide"))
 	}
 	return tw.Flush()
+}
+
+func printFleet(w io.Writer, o *options, f fleetapi.Fleet) error {
+	if ok, err := printObject(w, o.output, f); ok {
+		return err
+	}
+	return printFleets(w, o, []fleetapi.Fleet{f})
+}
+
+func fleetHeader(wide bool) string {
+	header := "CLUSTER\tNAMESPACE\tNAME\tREADY\tALLOCATED\tREPLICAS\tLAG\tSTALE"
+	if wide {
+		header += "\tCOUNTERS\tLABELS\tDEGRADED"
+	}
+	return header
 }
 
 func fleetRow(f fleetapi.Fleet, wide bool) string {
@@ -289,12 +555,24 @@ func fleetRow(f fleetapi.Fleet, wide bool) string {
 	return row
 }
 
-func printClusters(w io.Writer, format string, clusters []fleetapi.Cluster) error {
-	if format == "json" || format == "yaml" {
-		return printStructured(w, format, map[string]any{"items": nonNilSlice(clusters)})
+func printClusters(w io.Writer, o *options, clusters []fleetapi.Cluster, one bool) error {
+	var v any = map[string]any{"items": nonNilSlice(clusters)}
+	if one {
+		v = clusters[0]
+	}
+	if ok, err := printObject(w, o.output, v); ok {
+		return err
+	}
+	if o.output == "name" {
+		for _, c := range clusters {
+			fmt.Fprintf(w, "cluster/%s\n", c.Cluster)
+		}
+		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tFLEETS\tREADY\tALLOCATED\tHEARTBEAT\tSTALE\tPUBLISHER\tLABELS")
+	if !o.noHeaders {
+		fmt.Fprintln(tw, "CLUSTER\tFLEETS\tREADY\tALLOCATED\tHEARTBEAT\tSTALE\tPUBLISHER\tLABELS")
+	}
 	for _, c := range clusters {
 		var ls []string
 		for _, k := range slices.Sorted(maps.Keys(c.Labels)) {
@@ -306,35 +584,52 @@ func printClusters(w io.Writer, format string, clusters []fleetapi.Cluster) erro
 	return tw.Flush()
 }
 
-func printLabels(w io.Writer, format string, lv fleetapi.LabelValues) error {
-	if format == "json" || format == "yaml" {
-		return printStructured(w, format, lv)
+func printLabels(w io.Writer, o *options, lv fleetapi.LabelValues) error {
+	if ok, err := printObject(w, o.output, lv); ok {
+		return err
+	}
+	if o.output == "name" {
+		for _, v := range lv.Values {
+			fmt.Fprintln(w, v.Value)
+		}
+		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	fmt.Fprintf(tw, "%s\tFLEETS\tREADY\tALLOCATED\tCLUSTERS\n", strings.ToUpper(lv.Key))
+	if !o.noHeaders {
+		fmt.Fprintf(tw, "%s\tFLEETS\tREADY\tALLOCATED\tCLUSTERS\n", strings.ToUpper(lv.Key))
+	}
 	for _, v := range lv.Values {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", orNone(v.Value), v.Fleets, v.ReadyReplicas, v.AllocatedReplicas, strings.Join(v.Clusters, ","))
 	}
 	return tw.Flush()
 }
 
-// watch prints the matching fleets, then a row for every change, like
-// kubectl get -w, until ctx ends.
-func watch(ctx context.Context, o options, w, errOut io.Writer) error {
+// watch prints the matching fleets, then a row (or, with -o json, an
+// object) for every change, like kubectl get -w, until ctx ends. It gives
+// up when no view comes within --request-timeout, says on stderr when
+// its source fails and it retries, and ends with an error when the watch
+// does.
+func watch(ctx context.Context, o *options, w, errOut io.Writer) error {
 	sel, err := labels.Parse(o.selector)
 	if err != nil {
-		return fmt.Errorf("-l: %w", err)
+		return usagef("-l: %w", err)
+	}
+	if o.minReady != 0 || o.counter != "" || o.list != "" || o.sortBy != "" && o.sortBy != "name" {
+		return usagef("-w: --min-ready, --counter, --list and --sort-by do not apply to a watch; filter with -l, -n and --cluster")
+	}
+	if slices.Contains([]string{"yaml"}, o.output) || strings.HasPrefix(o.output, "jsonpath=") {
+		return usagef("-o %s: a watch prints table, wide, json or name", o.output)
 	}
 	// From the query API's stream, or from Firestore's listeners.
 	start := func(opts fleetwatch.Options) (*fleetwatch.View, error) {
 		base, hc, err := fleetapi.HTTPClient(ctx, o.api)
 		if err != nil {
-			return nil, fmt.Errorf("--api: %w", err)
+			return nil, usagef("--api: %w", err)
 		}
 		return fleetwatch.WatchAPI(ctx, fleetcastv1connect.NewInformationServiceClient(hc, base), opts)
 	}
 	if o.api == "" {
-		client, err := firestoreClient(ctx, o)
+		client, err := firestoreClient(ctx, *o)
 		if err != nil {
 			return err
 		}
@@ -343,27 +638,44 @@ func watch(ctx context.Context, o options, w, errOut io.Writer) error {
 	}
 	var mu sync.Mutex // the initial table is printed before any change
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	wide := o.output == "wide"
 	show := func(change string, f fleetapi.Fleet) {
-		if sel.Matches(labels.Set(f.Labels)) && (o.namespace == "" || f.Namespace == o.namespace) {
-			fmt.Fprintf(tw, "%s\t%s\n", change, fleetRow(f, false))
+		if !sel.Matches(labels.Set(f.Labels)) || o.namespace != "" && f.Namespace != o.namespace || f.Stale && !o.includeStale {
+			return
+		}
+		switch o.output {
+		case "json":
+			b, _ := json.Marshal(map[string]any{"type": change, "fleet": f})
+			fmt.Fprintf(tw, "%s\n", b)
+		case "name":
+			fmt.Fprintf(tw, "%s\tfleet/%s/%s/%s\n", change, f.Cluster, f.Namespace, f.Name)
+		default:
+			fmt.Fprintf(tw, "%s\t%s\n", change, fleetRow(f, wide))
 		}
 	}
 	// Held until the initial table is out: changes wait for it.
 	mu.Lock()
 	v, err := start(fleetwatch.Options{
-		Clusters:   o.clusters,
-		StaleAfter: o.staleAfter,
+		Clusters:     o.clusters,
+		StaleAfter:   o.staleAfter,
+		StartTimeout: o.requestTimeout,
 		OnChange: func(c fleetwatch.Change) {
 			mu.Lock()
 			defer mu.Unlock()
-			if c.Cluster != "" { // a cluster turned stale or fresh
-				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t%v\n", strings.ToUpper(string(c.Kind)), c.Cluster, c.Kind == fleetwatch.ClusterStale)
-			} else {
-				show(strings.ToUpper(string(c.Kind)), c.Fleet)
+			kind := strings.ToUpper(string(c.Kind))
+			switch {
+			case c.Cluster == "":
+				show(kind, c.Fleet)
+			case o.output == "json":
+				b, _ := json.Marshal(map[string]any{"type": kind, "cluster": c.Cluster})
+				fmt.Fprintf(tw, "%s\n", b)
+			default: // a cluster turned stale or fresh
+				fmt.Fprintf(tw, "%s\tcluster/%s\n", kind, c.Cluster)
 			}
 			_ = tw.Flush()
 		},
 		OnError: func(err error) { fmt.Fprintf(errOut, "fleetcast watch: %v; retrying\n", err) },
+		Log:     slog.New(slog.DiscardHandler), // OnError says it
 	})
 	if err != nil {
 		mu.Unlock()
@@ -372,7 +684,9 @@ func watch(ctx context.Context, o options, w, errOut io.Writer) error {
 		}
 		return err
 	}
-	fmt.Fprintln(tw, "CHANGE\tCLUSTER\tNAMESPACE\tNAME\tREADY\tALLOCATED\tREPLICAS\tLAG\tSTALE")
+	if !o.noHeaders && o.output != "json" && o.output != "name" {
+		fmt.Fprintln(tw, "CHANGE\t"+fleetHeader(wide))
+	}
 	for _, f := range v.Fleets(sel) {
 		show("-", f)
 	}
