@@ -346,7 +346,7 @@ func listenOnce(ctx context.Context, q firestore.Query, first func([]*firestore.
 // judging judges the clusters' staleness every second (or every tenth of
 // StaleAfter, if less) until ctx ends, reporting each change.
 func (v *View) judging(ctx context.Context) {
-	t := time.NewTicker(min(time.Second, v.q.StaleAfter/10))
+	t := time.NewTicker(max(min(time.Second, v.q.StaleAfter/10), 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
