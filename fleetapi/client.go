@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/api/idtoken"
+	"golang.org/x/oauth2"
 
 	"github.com/fleetcast/fleetcast/fleet"
 )
@@ -42,6 +42,15 @@ func NewClient(ctx context.Context, baseURL string, hc *http.Client) (*Client, e
 	return &Client{base: base, http: hc}, nil
 }
 
+// NewClientWith is NewClient with the ID tokens auth gets.
+func NewClientWith(ctx context.Context, baseURL string, auth Auth) (*Client, error) {
+	base, hc, err := HTTPClientWith(ctx, baseURL, auth)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{base: base, http: hc}, nil
+}
+
 func checkURL(baseURL string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSuffix(baseURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -56,6 +65,11 @@ func checkURL(baseURL string) (*url.URL, error) {
 // on localhost, a plain one. The generated InformationService client takes
 // both.
 func HTTPClient(ctx context.Context, baseURL string) (string, *http.Client, error) {
+	return HTTPClientWith(ctx, baseURL, Auth{})
+}
+
+// HTTPClientWith is HTTPClient with the ID tokens auth gets.
+func HTTPClientWith(ctx context.Context, baseURL string, auth Auth) (string, *http.Client, error) {
 	u, err := checkURL(baseURL)
 	if err != nil {
 		return "", nil, err
@@ -63,11 +77,13 @@ func HTTPClient(ctx context.Context, baseURL string) (string, *http.Client, erro
 	if h := u.Hostname(); h == "localhost" || h == "127.0.0.1" || h == "::1" {
 		return u.String(), http.DefaultClient, nil
 	}
-	hc, err := idtoken.NewClient(ctx, u.String())
+	// The tokens outlive the call: a stream refreshes them for hours.
+	ctx = context.WithoutCancel(ctx)
+	ts, err := auth.TokenSource(ctx, u.String())
 	if err != nil {
-		return "", nil, fmt.Errorf("ID token for %s (gcloud auth application-default login?): %w", u.String(), err)
+		return "", nil, fmt.Errorf("ID token for %s: %w", u.String(), err)
 	}
-	return u.String(), hc, nil
+	return u.String(), oauth2.NewClient(ctx, ts), nil
 }
 
 // get reads path into v; an answer other than 200 becomes an *Error.

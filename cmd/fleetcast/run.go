@@ -36,6 +36,7 @@ import (
 // options are the flags of every command.
 type options struct {
 	project, database, api string
+	impersonate            string
 	staleAfter             time.Duration
 	requestTimeout         time.Duration
 	selector, namespace    string
@@ -155,6 +156,7 @@ func newRoot(ctx context.Context, o *options, getenv func(string) string, stdout
 	pf.StringVar(&o.project, "project", getenv("GOOGLE_CLOUD_PROJECT"), "Firestore's Google Cloud project (default $GOOGLE_CLOUD_PROJECT)")
 	pf.StringVar(&o.database, "database", firestore.DefaultDatabaseID, "Firestore database")
 	pf.StringVar(&o.api, "api", getenv("FLEETCAST_API"), "read the QueryFleets API at this URL instead of Firestore (default $FLEETCAST_API)")
+	pf.StringVar(&o.impersonate, "impersonate-service-account", "", "with --api: get the ID tokens as this service account (IAM Credentials API)")
 	pf.DurationVar(&o.staleAfter, "stale-after", fleetapi.DefaultStaleAfter, "a cluster without a heartbeat for this long is stale (with --api, the API judges)")
 	pf.DurationVar(&o.requestTimeout, "request-timeout", 30*time.Second, "give up on a request (watch: on its start) after this long")
 
@@ -410,9 +412,9 @@ func fleetParams(o options) url.Values {
 // through the same read model the API answers from.
 func newAPI(ctx context.Context, o options) (fleetapi.API, func(), error) {
 	if o.api != "" {
-		c, err := fleetapi.NewClient(ctx, o.api, nil)
+		c, err := fleetapi.NewClientWith(ctx, o.api, o.auth())
 		if err != nil {
-			return nil, nil, usagef("--api: %w", err)
+			return nil, nil, apiError(err)
 		}
 		return c, func() {}, nil
 	}
@@ -424,7 +426,24 @@ func newAPI(ctx context.Context, o options) (fleetapi.API, func(), error) {
 	return svc, func() { _ = client.Close() }, nil
 }
 
+// auth is how the CLI gets ID tokens for --api.
+func (o options) auth() fleetapi.Auth {
+	return fleetapi.Auth{ImpersonateServiceAccount: o.impersonate}
+}
+
+// apiError is a failure to set up the --api client: a bad URL is bad
+// input; credentials that cannot get an ID token are not.
+func apiError(err error) error {
+	if strings.Contains(err.Error(), "want an http(s) URL") {
+		return usagef("--api: %w", err)
+	}
+	return fmt.Errorf("--api: %w", err)
+}
+
 func firestoreClient(ctx context.Context, o options) (*firestore.Client, error) {
+	if o.impersonate != "" {
+		return nil, usagef("--impersonate-service-account applies to --api only; for Firestore, use gcloud auth application-default login --impersonate-service-account")
+	}
 	if o.project == "" {
 		return nil, usagef("no project: set --project or GOOGLE_CLOUD_PROJECT (or --api)")
 	}
@@ -622,9 +641,9 @@ func watch(ctx context.Context, o *options, w, errOut io.Writer) error {
 	}
 	// From the query API's stream, or from Firestore's listeners.
 	start := func(opts fleetwatch.Options) (*fleetwatch.View, error) {
-		base, hc, err := fleetapi.HTTPClient(ctx, o.api)
+		base, hc, err := fleetapi.HTTPClientWith(ctx, o.api, o.auth())
 		if err != nil {
-			return nil, usagef("--api: %w", err)
+			return nil, apiError(err)
 		}
 		return fleetwatch.WatchAPI(ctx, fleetcastv1connect.NewInformationServiceClient(hc, base), opts)
 	}

@@ -1,0 +1,262 @@
+package fleetapi_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
+
+	"github.com/fleetcast/fleetcast/fleetapi"
+)
+
+// issuer stands in for Google's token endpoints: OAuth (a user's refresh
+// token, a service account's signed JWT), STS (a federated token) and the
+// IAM Credentials API (an impersonated ID token). Its ID tokens are JWTs
+// whose signature nobody checks here.
+type issuer struct {
+	*httptest.Server
+	mu    sync.Mutex
+	calls []string
+}
+
+func newIssuer(t *testing.T) *issuer {
+	is := &issuer{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		require.NoError(t, r.ParseForm())
+		switch r.Form.Get("grant_type") {
+		case "refresh_token":
+			is.record("refresh " + r.Form.Get("refresh_token"))
+			if r.Form.Get("refresh_token") != "user-refresh-token" {
+				http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
+				return
+			}
+			writeJSON(w, map[string]any{"access_token": "user-access", "token_type": "Bearer", "expires_in": 3600,
+				"id_token": jwt(map[string]any{"aud": r.Form.Get("client_id"), "email": "ada@example.com"})})
+		case "urn:ietf:params:oauth:grant-type:jwt-bearer":
+			claims := payload(t, r.Form.Get("assertion"))
+			if aud, ok := claims["target_audience"].(string); ok {
+				is.record("sa id token " + aud)
+				writeJSON(w, map[string]any{"id_token": jwt(map[string]any{"aud": aud, "email": claims["iss"]})})
+				return
+			}
+			is.record("sa access")
+			writeJSON(w, map[string]any{"access_token": "sa-access", "token_type": "Bearer", "expires_in": 3600})
+		default:
+			http.Error(w, "grant "+r.Form.Get("grant_type"), http.StatusBadRequest)
+		}
+	})
+	mux.HandleFunc("POST /sts", func(w http.ResponseWriter, r *http.Request) {
+		require.NoError(t, r.ParseForm())
+		is.record("sts " + r.Form.Get("subject_token"))
+		writeJSON(w, map[string]any{"access_token": "federated-access", "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+			"token_type": "Bearer", "expires_in": 3600})
+	})
+	mux.HandleFunc("POST /v1/projects/-/serviceAccounts/{rest}", func(w http.ResponseWriter, r *http.Request) {
+		sa, ok := strings.CutSuffix(r.PathValue("rest"), ":generateIdToken")
+		var body struct {
+			Audience     string `json:"audience"`
+			IncludeEmail bool   `json:"includeEmail"`
+		}
+		require.NoError(t, json.NewDecoder(r.Body).Decode(&body))
+		is.record(fmt.Sprintf("generateIdToken %s for %s with %s", sa, body.Audience, r.Header.Get("Authorization")))
+		if !ok || !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") || sa == "denied@p.iam.gserviceaccount.com" {
+			http.Error(w, `{"error":{"code":403,"status":"PERMISSION_DENIED"}}`, http.StatusForbidden)
+			return
+		}
+		writeJSON(w, map[string]any{"token": jwt(map[string]any{"aud": body.Audience, "email": sa})})
+	})
+	is.Server = httptest.NewServer(mux)
+	t.Cleanup(is.Close)
+	return is
+}
+
+func (is *issuer) record(s string) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	is.calls = append(is.calls, s)
+}
+
+func (is *issuer) took() []string {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	c := is.calls
+	is.calls = nil
+	return c
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func jwt(claims map[string]any) string {
+	claims["exp"] = time.Now().Add(time.Hour).Unix()
+	claims["iss"] = "https://accounts.google.com"
+	enc := func(v any) string { b, _ := json.Marshal(v); return base64.RawURLEncoding.EncodeToString(b) }
+	return enc(map[string]string{"alg": "RS256", "typ": "JWT"}) + "." + enc(claims) + ".c2ln"
+}
+
+func payload(t *testing.T, tok string) map[string]any {
+	parts := strings.Split(tok, ".")
+	require.Len(t, parts, 3, tok)
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	return m
+}
+
+func serviceAccountKey(t *testing.T, email, tokenURI string) []byte {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	b, _ := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "p", "private_key_id": "k1", "client_email": email, "client_id": "1",
+		"private_key": string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), "token_uri": tokenURI,
+	})
+	return b
+}
+
+const function = "https://fleetcast-query-abc123-ew.a.run.app"
+
+// TestIDTokensFromEveryKindOfCredentials: each kind of credentials
+// Google's tools make gets an ID token the query function accepts, through
+// a local token issuer standing in for Google's.
+func TestIDTokensFromEveryKindOfCredentials(t *testing.T) {
+	is := newIssuer(t)
+	userJSON, _ := json.Marshal(map[string]string{"type": "authorized_user", "client_id": "gcloud-client",
+		"client_secret": "s", "refresh_token": "user-refresh-token", "token_uri": is.URL + "/token"})
+	subject := filepath.Join(t.TempDir(), "subject-token")
+	require.NoError(t, os.WriteFile(subject, []byte("oidc-subject-token"), 0o600))
+	wif := func(impersonate bool) []byte {
+		m := map[string]any{"type": "external_account", "audience": "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/pool/providers/github",
+			"subject_token_type": "urn:ietf:params:oauth:token-type:jwt", "token_url": is.URL + "/sts",
+			"credential_source": map[string]string{"file": subject}}
+		if impersonate {
+			m["service_account_impersonation_url"] = "https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/ci@p.iam.gserviceaccount.com:generateAccessToken"
+		}
+		b, _ := json.Marshal(m)
+		return b
+	}
+	impersonatedJSON, _ := json.Marshal(map[string]any{"type": "impersonated_service_account",
+		"service_account_impersonation_url": "https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/reader@p.iam.gserviceaccount.com:generateAccessToken",
+		"source_credentials":                json.RawMessage(userJSON)})
+
+	tests := []struct {
+		name        string
+		auth        fleetapi.Auth
+		aud, email  string
+		calls       []string
+		errContains string
+	}{
+		{name: "a user's login", auth: fleetapi.Auth{CredentialsJSON: userJSON},
+			aud: "gcloud-client", email: "ada@example.com", calls: []string{"refresh user-refresh-token"}},
+		{name: "a service account key", auth: fleetapi.Auth{CredentialsJSON: serviceAccountKey(t, "sa@p.iam.gserviceaccount.com", is.URL+"/token")},
+			aud: function, email: "sa@p.iam.gserviceaccount.com", calls: []string{"sa id token " + function}},
+		{name: "a user impersonating", auth: fleetapi.Auth{CredentialsJSON: userJSON, ImpersonateServiceAccount: "reader@p.iam.gserviceaccount.com"},
+			aud: function, email: "reader@p.iam.gserviceaccount.com",
+			calls: []string{"refresh user-refresh-token", "generateIdToken reader@p.iam.gserviceaccount.com for " + function + " with Bearer user-access"}},
+		{name: "gcloud's impersonated login", auth: fleetapi.Auth{CredentialsJSON: impersonatedJSON},
+			aud: function, email: "reader@p.iam.gserviceaccount.com",
+			calls: []string{"refresh user-refresh-token", "generateIdToken reader@p.iam.gserviceaccount.com for " + function + " with Bearer user-access"}},
+		{name: "workload identity federation", auth: fleetapi.Auth{CredentialsJSON: wif(true)},
+			aud: function, email: "ci@p.iam.gserviceaccount.com",
+			calls: []string{"sts oidc-subject-token", "generateIdToken ci@p.iam.gserviceaccount.com for " + function + " with Bearer federated-access"}},
+		{name: "workload identity federation, impersonating", auth: fleetapi.Auth{CredentialsJSON: wif(false), ImpersonateServiceAccount: "ci@p.iam.gserviceaccount.com"},
+			aud: function, email: "ci@p.iam.gserviceaccount.com",
+			calls: []string{"sts oidc-subject-token", "generateIdToken ci@p.iam.gserviceaccount.com for " + function + " with Bearer federated-access"}},
+		{name: "workload identity federation without an account", auth: fleetapi.Auth{CredentialsJSON: wif(false)},
+			errContains: "cannot get an ID token by itself: impersonate a service account (--impersonate-service-account"},
+		{name: "impersonation refused", auth: fleetapi.Auth{CredentialsJSON: userJSON, ImpersonateServiceAccount: "denied@p.iam.gserviceaccount.com"},
+			errContains: "the credentials need roles/iam.serviceAccountOpenIdTokenCreator on it"},
+		{name: "a revoked login", auth: fleetapi.Auth{CredentialsJSON: []byte(strings.Replace(string(userJSON), "user-refresh-token", "revoked", 1))},
+			errContains: "gcloud auth application-default login again?"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.auth.IAMCredentialsURL = is.URL
+			ts, err := tt.auth.TokenSource(t.Context(), function)
+			var tok *oauth2.Token
+			if err == nil {
+				tok, err = ts.Token()
+			}
+			if tt.errContains != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.errContains)
+				is.took()
+				return
+			}
+			require.NoError(t, err)
+			claims := payload(t, tok.AccessToken)
+			assert.Equal(t, tt.aud, claims["aud"])
+			assert.Equal(t, tt.email, claims["email"])
+			assert.WithinDuration(t, time.Now().Add(59*time.Minute), tok.Expiry, time.Minute, "a minute before exp")
+			assert.Equal(t, tt.calls, is.took())
+			// Reused until it expires.
+			_, err = ts.Token()
+			require.NoError(t, err)
+			assert.Empty(t, is.took())
+		})
+	}
+}
+
+// TestTheClientSendsTheIDToken: with GOOGLE_APPLICATION_CREDENTIALS naming
+// a user's login, the query API client sends its ID token; on localhost it
+// sends none.
+func TestTheClientSendsTheIDToken(t *testing.T) {
+	is := newIssuer(t)
+	userJSON, _ := json.Marshal(map[string]string{"type": "authorized_user", "client_id": "gcloud-client",
+		"client_secret": "s", "refresh_token": "user-refresh-token", "token_uri": is.URL + "/token"})
+	path := filepath.Join(t.TempDir(), "adc.json")
+	require.NoError(t, os.WriteFile(path, userJSON, 0o600))
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
+
+	var got sync.Map
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Host, r.Header.Get("Authorization"))
+		writeJSON(w, map[string]any{"items": []any{}})
+	}))
+	t.Cleanup(api.Close)
+	// The function's name resolves to the local server.
+	dial := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, api.Listener.Addr().String())
+	}}}
+	ctx := context.WithValue(t.Context(), oauth2.HTTPClient, dial)
+	_, port, _ := net.SplitHostPort(api.Listener.Addr().String())
+	remote := "http://fleetcast-query.example:" + port
+	client, err := fleetapi.NewClientWith(ctx, remote, fleetapi.Auth{})
+	require.NoError(t, err)
+	_, err = client.ListClusters(t.Context())
+	require.NoError(t, err)
+	auth, _ := got.Load("fleetcast-query.example:" + port)
+	require.NotNil(t, auth)
+	bearer, ok := strings.CutPrefix(auth.(string), "Bearer ")
+	require.True(t, ok, auth)
+	assert.Equal(t, "ada@example.com", payload(t, bearer)["email"])
+
+	local, err := fleetapi.NewClientWith(t.Context(), api.URL, fleetapi.Auth{})
+	require.NoError(t, err)
+	_, err = local.ListClusters(t.Context())
+	require.NoError(t, err)
+	auth, _ = got.Load(strings.TrimPrefix(api.URL, "http://"))
+	assert.Empty(t, auth, "no token for localhost")
+}
