@@ -76,6 +76,8 @@ type follower struct {
 	ready  chan struct{} // closed at the first Synced
 	failed chan error    // why the watch cannot start, once
 	synced bool
+	// failing: the stream broke, and no event has come since.
+	failing bool
 }
 
 func (f *follower) follow(ctx context.Context) {
@@ -101,6 +103,7 @@ func (f *follower) follow(ctx context.Context) {
 		if err == nil {
 			err = errServerEnded
 		}
+		f.failing = true
 		f.v.retried("stream", err, wait)
 		if !sleep(ctx, wait) {
 			return
@@ -124,7 +127,11 @@ func (f *follower) stream(ctx context.Context) error {
 	if f.token == "" {
 		f.next = map[string]fleetapi.Fleet{} // the whole set comes, without a Restart
 	}
-	for st.Receive() {
+	for first := true; st.Receive(); first = false {
+		if first && f.failing {
+			f.failing = false
+			f.v.recovered("stream")
+		}
 		e, ok := fleetpb.FromEvent(st.Msg())
 		f.v.mu.Lock()
 		f.heard = f.v.q.Now()

@@ -108,7 +108,13 @@ func TestWatchAPIFollowsTheStream(t *testing.T) {
 	w.put("ps5", "casual", 5)
 	var got changes
 	client := fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, w.srv.URL)
-	v, err := fleetwatch.WatchAPI(t.Context(), client, fleetwatch.Options{OnChange: got.add})
+	var failures, recoveries atomic.Int64
+	v, err := fleetwatch.WatchAPI(t.Context(), client, fleetwatch.Options{OnChange: got.add,
+		OnError: func(error) { failures.Add(1) },
+		OnRecover: func(what string) {
+			assert.Equal(t, "stream", what)
+			recoveries.Add(1)
+		}})
 	require.NoError(t, err)
 	assert.Len(t, v.Fleets(nil), 2, "the initial view")
 	f, err := v.Pick(labels.Everything(), fleetwatch.Policy{})
@@ -126,6 +132,8 @@ func TestWatchAPIFollowsTheStream(t *testing.T) {
 	w.srv.CloseClientConnections()
 	w.put("pc", "ranked", 8)
 	got.wait(t, "Modified pc/ranked ready=8")
+	assert.Positive(t, failures.Load(), "the broken stream was reported")
+	assert.Equal(t, int64(1), recoveries.Load(), "and so was its recovery")
 
 	// pc turns stale: its fleet stays, marked, and is never picked.
 	w.heartbeat("pc", time.Hour)

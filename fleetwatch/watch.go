@@ -62,6 +62,10 @@ type Options struct {
 	// OnError, if set, is called with every error the watch retries
 	// (a listener or stream that failed), from its goroutines.
 	OnError func(error)
+	// OnRecover, if set, is called when a listener or stream that
+	// failed works again (its name: "fleets listener", "clusters
+	// listener" or "stream"), from the watch's goroutines.
+	OnRecover func(what string)
 	// Log receives the errors retried and the recoveries;
 	// slog.Default() when nil.
 	Log *slog.Logger
@@ -248,6 +252,14 @@ func (v *View) retried(what string, err error, wait time.Duration) {
 	}
 }
 
+// recovered reports a listener or stream that works again.
+func (v *View) recovered(what string) {
+	v.q.Log.Info("fleetwatch: " + what + " recovered")
+	if v.q.OnRecover != nil {
+		v.q.OnRecover(what)
+	}
+}
+
 // backoff is a retry delay doubling from 100 ms to 10 s, each wait drawn
 // at random from its upper half, so that many clients that failed
 // together do not retry together.
@@ -294,7 +306,7 @@ func listen(ctx context.Context, v *View, name string, q firestore.Query, ready 
 				initialized = true
 				close(ready)
 			} else {
-				v.q.Log.Info("fleetwatch: listener recovered", "listener", name)
+				v.recovered(name + " listener")
 			}
 			b.reset()
 		}, apply)

@@ -693,8 +693,9 @@ func watch(ctx context.Context, o *options, w, errOut io.Writer) error {
 			}
 			_ = tw.Flush()
 		},
-		OnError: func(err error) { fmt.Fprintf(errOut, "fleetcast watch: %v; retrying\n", err) },
-		Log:     slog.New(slog.DiscardHandler), // OnError says it
+		OnError:   func(err error) { fmt.Fprintf(errOut, "fleetcast watch: %v; retrying\n", err) },
+		OnRecover: func(what string) { fmt.Fprintf(errOut, "fleetcast watch: %s reconnected\n", what) },
+		Log:       slog.New(slog.DiscardHandler), // OnError says it
 	})
 	if err != nil {
 		mu.Unlock()
