@@ -316,7 +316,7 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 	type counts struct {
 		msgs, bytes                                      [msgClasses]int64
 		billing                                          firestoredb.Billing
-		logBytes, viewReads                              int64
+		logBytes, viewSyncs, viewListens                 int64
 		baseMsgs, baseRepublished, baseBytes, baseWrites int64
 		baseLogBytes                                     int64
 	}
@@ -326,7 +326,8 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 			k.msgs[i], k.bytes[i] = ours.msgs[i].Load(), ours.bytes[i].Load()
 		}
 		k.billing = ours.store.Billing()
-		k.logBytes, k.viewReads = logBytes.n.Load(), viewStore.Reads()
+		view := viewStore.Billing()
+		k.logBytes, k.viewSyncs, k.viewListens = logBytes.n.Load(), view.Reads[firestoredb.CauseView], view.Reads[firestoredb.CauseListen]
 		k.baseMsgs, k.baseRepublished, k.baseBytes, k.baseWrites = base.messages.Load(), base.republished.Load(), base.bytes.Load(), base.writes.Load()
 		k.baseLogBytes = baseLog.n.Load()
 		return k
@@ -459,8 +460,8 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 			FullReconcileEvery:         firestoredb.DefaultFullReconcileEvery,
 			BilledSecondsPerInvocation: fcBilled,
 			LogBytesPerInvocation:      d(func(k counts) int64 { return k.logBytes }) / nonzero("invocation", invocations),
-			ViewIdleReadsPerSecond:     idle,
-			ViewReadsPerWrite:          max(0, d(func(k counts) int64 { return k.viewReads })-idle*elapsed.Seconds()) / nonzero("fleetcast write", fcWrites),
+			ViewSyncReadsPerSecond:     d(func(k counts) int64 { return k.viewSyncs }) / elapsed.Seconds(),
+			ViewListenReadsPerWrite:    d(func(k counts) int64 { return k.viewListens }) / nonzero("fleet write", writes(firestoredb.CauseApply)),
 		},
 		Baseline: bill.BaselineUnits{
 			MsgsPerChange:              (baseMsgs - baseRepublished) / nonzero("status update", float64(hotPatches.Load()+spreadPatches.Load())),
@@ -493,7 +494,10 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 	b.ReportMetric(parts, "fc-part-msgs")
 	b.ReportMetric(fcWrites, "fc-writes")
 	b.ReportMetric(reads(firestoredb.CauseApply)+reads(firestoredb.CauseReconcile)+reads(firestoredb.CauseCluster), "fc-ingest-reads")
-	b.ReportMetric(d(func(k counts) int64 { return k.viewReads }), "fc-view-reads")
+	b.ReportMetric(d(func(k counts) int64 { return k.viewSyncs + k.viewListens }), "fc-view-reads")
+	b.ReportMetric(d(func(k counts) int64 { return k.viewSyncs }), "fc-view-sync-reads")
+	b.ReportMetric(d(func(k counts) int64 { return k.viewListens }), "fc-view-listen-reads")
+	b.ReportMetric(idle, "fc-view-idle-reads/s")
 	b.ReportMetric(float64(queries.Load()), "fc-queries")
 	b.ReportMetric(float64(streamed.Load()), "fc-stream-msgs")
 	b.ReportMetric(baseMsgs, "bl-msgs")

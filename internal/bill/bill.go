@@ -94,9 +94,12 @@ type FleetcastUnits struct {
 	// per invocation.
 	BilledSecondsPerInvocation, LogBytesPerInvocation float64
 	// The query function's view, which answers the queries and feeds the
-	// streams: reads per second with nothing written, and reads per
-	// document written (queries read nothing of their own).
-	ViewIdleReadsPerSecond, ViewReadsPerWrite float64
+	// streams (queries read nothing of their own): while streams are
+	// open its listener reads each fleet document written once
+	// (ViewListenReadsPerWrite), and its syncs read the cluster documents
+	// and, when the listener has been quiet, the fleets
+	// (ViewSyncReadsPerSecond, measured under the scenario's load).
+	ViewSyncReadsPerSecond, ViewListenReadsPerWrite float64
 }
 
 // ListenerReadsPerWrite is what Firestore bills a realtime listener: one
@@ -170,7 +173,7 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 	instance := d.InstanceVCPU*p.RunPerVCPUSecond + d.InstanceGiB*p.RunPerGiBSecond
 	instanceF := fmt.Sprintf("%s vCPU + %s GiB", n(d.InstanceVCPU), n(d.InstanceGiB))
 	fullReads := float64(d.FleetsPerCluster) / max(u.PartsPerSnapshot, 1) / max(u.FullReconcileEvery, 1)
-	view := float64(d.QueryInstances) * (u.ViewIdleReadsPerSecond + u.ViewReadsPerWrite*writes + d.Fleets()/seconds(d.Resync))
+	view := float64(d.QueryInstances) * (u.ViewSyncReadsPerSecond + u.ViewListenReadsPerWrite*fleetWrites + d.Fleets()/seconds(d.Resync))
 	changesF := fmt.Sprintf("(%s hot × %s + %s spread/s × %s)", n(hot), n(u.MsgsPerHotFleetSecond), n(spread), n(u.MsgsPerSpreadChange))
 
 	b := Bill{System: "fleetcast"}
@@ -191,8 +194,8 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 		{Component: "Firestore deletes", Item: "tombstones' TTL deletes", Formula: "fleets deleted per month × 1 (none in this deployment)",
 			Quantity: 0, Unit: "deletes", Price: p.FirestoreDeletesPer100k / 1e5, PriceText: fmt.Sprintf("$%.2f per 100 000", p.FirestoreDeletesPer100k)},
 		reads("query function's views (queries and streams)", view*month,
-			fmt.Sprintf("%s instances × (%s idle/s + %s per write × %s writes/s + %s fleets ÷ %s s resync) × %s s",
-				n(float64(d.QueryInstances)), n(u.ViewIdleReadsPerSecond), n(u.ViewReadsPerWrite), n(writes), n(d.Fleets()), n(seconds(d.Resync)), n(month)), p),
+			fmt.Sprintf("%s instances × (%s syncs' reads/s + %s listener reads per fleet write × %s fleet writes/s + %s fleets ÷ %s s resync) × %s s",
+				n(float64(d.QueryInstances)), n(u.ViewSyncReadsPerSecond), n(u.ViewListenReadsPerWrite), n(fleetWrites), n(d.Fleets()), n(seconds(d.Resync)), n(month)), p),
 		requests("query function", (d.QueriesPerSecond+float64(d.Matchmakers)/seconds(d.StreamLifetime))*month,
 			fmt.Sprintf("(%s queries/s + %s streams ÷ %s s) × %s s", n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), n(month)), p),
 		instanceTime("query function", float64(d.QueryInstances)*month, instance, instanceF,
@@ -332,8 +335,8 @@ func (m *Measured) metrics() []struct {
 		{"fc-full-reconcile-every", &f.FullReconcileEvery},
 		{"fc-billed-s/invocation", &f.BilledSecondsPerInvocation},
 		{"fc-log-bytes/invocation", &f.LogBytesPerInvocation},
-		{"fc-view-idle-reads/s", &f.ViewIdleReadsPerSecond},
-		{"fc-view-reads/write", &f.ViewReadsPerWrite},
+		{"fc-view-sync-reads/s", &f.ViewSyncReadsPerSecond},
+		{"fc-view-listen-reads/write", &f.ViewListenReadsPerWrite},
 		{"bl-msgs/change", &b.MsgsPerChange},
 		{"bl-msgs/fleet-republish", &b.MsgsPerFleetRepublish},
 		{"bl-billed-bytes/msg", &b.BilledBytesPerMsg},
