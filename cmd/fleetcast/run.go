@@ -303,12 +303,20 @@ func outputFlag(cmd *cobra.Command, o *options, outputs ...string) {
 	}
 }
 
-// withTimeout bounds one request by --request-timeout.
-func withTimeout(ctx context.Context, o *options) (context.Context, context.CancelFunc) {
-	if o.requestTimeout <= 0 {
-		return context.WithCancel(ctx)
+// withAPI runs f with the source the flags name, within
+// --request-timeout, and closes the source after.
+func withAPI(ctx context.Context, o *options, f func(context.Context, fleetapi.API) error) error {
+	cancel := context.CancelFunc(func() {})
+	if o.requestTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, o.requestTimeout)
 	}
-	return context.WithTimeout(ctx, o.requestTimeout)
+	defer cancel()
+	api, closeAPI, err := newAPI(ctx, *o)
+	if err != nil {
+		return err
+	}
+	defer closeAPI()
+	return f(ctx, api)
 }
 
 func getFleets(ctx context.Context, o *options, w io.Writer) error {
@@ -316,18 +324,13 @@ func getFleets(ctx context.Context, o *options, w io.Writer) error {
 	if err != nil {
 		return flagError(err)
 	}
-	ctx, cancel := withTimeout(ctx, o)
-	defer cancel()
-	api, closeAPI, err := newAPI(ctx, *o)
-	if err != nil {
-		return err
-	}
-	defer closeAPI()
-	fleets, err := fleetapi.AllFleets(ctx, api, q)
-	if err != nil {
-		return flagError(err)
-	}
-	return printFleets(w, o, fleets)
+	return withAPI(ctx, o, func(ctx context.Context, api fleetapi.API) error {
+		fleets, err := fleetapi.AllFleets(ctx, api, q)
+		if err != nil {
+			return flagError(err)
+		}
+		return printFleets(w, o, fleets)
+	})
 }
 
 func getFleet(ctx context.Context, o *options, arg string, w io.Writer) error {
@@ -335,55 +338,40 @@ func getFleet(ctx context.Context, o *options, arg string, w io.Writer) error {
 	if len(parts) != 3 {
 		return usagef("fleet %q: want CLUSTER/NAMESPACE/NAME, e.g. pc/games/ranked", arg)
 	}
-	ctx, cancel := withTimeout(ctx, o)
-	defer cancel()
-	api, closeAPI, err := newAPI(ctx, *o)
-	if err != nil {
-		return err
-	}
-	defer closeAPI()
-	f, err := api.GetFleet(ctx, fleet.Key{Cluster: parts[0], Namespace: parts[1], Name: parts[2]})
-	if err != nil {
-		return err
-	}
-	return printFleet(w, o, f)
-}
-
-func getClusters(ctx context.Context, o *options, args []string, w io.Writer) error {
-	ctx, cancel := withTimeout(ctx, o)
-	defer cancel()
-	api, closeAPI, err := newAPI(ctx, *o)
-	if err != nil {
-		return err
-	}
-	defer closeAPI()
-	if len(args) == 1 {
-		c, err := api.GetCluster(ctx, args[0])
+	return withAPI(ctx, o, func(ctx context.Context, api fleetapi.API) error {
+		f, err := api.GetFleet(ctx, fleet.Key{Cluster: parts[0], Namespace: parts[1], Name: parts[2]})
 		if err != nil {
 			return err
 		}
-		return printClusters(w, o, []fleetapi.Cluster{c}, true)
-	}
-	clusters, err := api.ListClusters(ctx)
-	if err != nil {
-		return err
-	}
-	return printClusters(w, o, clusters.Items, false)
+		return printFleet(w, o, f)
+	})
+}
+
+func getClusters(ctx context.Context, o *options, args []string, w io.Writer) error {
+	return withAPI(ctx, o, func(ctx context.Context, api fleetapi.API) error {
+		if len(args) == 1 {
+			c, err := api.GetCluster(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return printClusters(w, o, []fleetapi.Cluster{c}, true)
+		}
+		clusters, err := api.ListClusters(ctx)
+		if err != nil {
+			return err
+		}
+		return printClusters(w, o, clusters.Items, false)
+	})
 }
 
 func labelValues(ctx context.Context, o *options, key string, w io.Writer) error {
-	ctx, cancel := withTimeout(ctx, o)
-	defer cancel()
-	api, closeAPI, err := newAPI(ctx, *o)
-	if err != nil {
-		return err
-	}
-	defer closeAPI()
-	lv, err := api.LabelValues(ctx, key, o.includeStale)
-	if err != nil {
-		return flagError(err)
-	}
-	return printLabels(w, o, lv)
+	return withAPI(ctx, o, func(ctx context.Context, api fleetapi.API) error {
+		lv, err := api.LabelValues(ctx, key, o.includeStale)
+		if err != nil {
+			return flagError(err)
+		}
+		return printLabels(w, o, lv)
+	})
 }
 
 func fleetParams(o options) url.Values {
