@@ -635,10 +635,27 @@ func TestWritesAreStampedWithTheCommitTime(t *testing.T) {
 // billed one read per document delivered (at least one to start).
 func TestFollowFleetsDeliversEachWriteOnce(t *testing.T) {
 	a := newAPI(t)
+	// "old" is stamped before the listener's point, "a" at it: "a" is
+	// written again until the server stamps it later than "old".
 	a.put(fleetSpec{"pc", "games", "old", nil, 1, 1, 1})
-	since := time.Now()
-	time.Sleep(5 * time.Millisecond)
-	a.put(fleetSpec{"pc", "games", "a", nil, 1, 1, 1})
+	stamp := func(name string) time.Time {
+		docs, err := a.store.FleetsWrittenSince(t.Context(), time.Time{})
+		require.NoError(t, err)
+		for _, d := range docs.Docs {
+			if d.Name == name {
+				return d.WrittenAt
+			}
+		}
+		t.Fatalf("no fleet %s", name)
+		return time.Time{}
+	}
+	old := stamp("old")
+	var since time.Time
+	require.Eventually(t, func() bool {
+		a.put(fleetSpec{"pc", "games", "a", nil, 1, 1, 1})
+		since = stamp("a")
+		return since.After(old)
+	}, 10*time.Second, time.Millisecond, "a write stamped later than the one before it")
 
 	type delivery struct {
 		docs     []*fleet.Document
