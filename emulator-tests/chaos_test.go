@@ -1,7 +1,9 @@
 package emulatortests
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +28,7 @@ import (
 	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/emulator"
 	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/publisher"
 )
 
@@ -129,10 +132,10 @@ func (c *chaosPush) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mu.Unlock()
 	switch {
 	case roll < 0.08:
-		c.log.add("function fails before running (redelivery)")
+		c.log.add("function fails before running (redelivery) %s", c.describe(r))
 		http.Error(w, "chaos", http.StatusInternalServerError)
 	case roll < 0.13:
-		c.log.add("function times out after running (redelivery of an applied event)")
+		c.log.add("function times out after running (redelivery of an applied event) %s", c.describe(r))
 		c.proxy.ServeHTTP(discard{}, r)
 		http.Error(w, "chaos", http.StatusGatewayTimeout)
 	case roll < 0.18:
@@ -141,6 +144,29 @@ func (c *chaosPush) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		c.proxy.ServeHTTP(w, r)
 	}
+}
+
+// describe names the event a push delivers ("KIND name version"), for
+// the trace, and leaves the request's body as it was.
+func (c *chaosPush) describe(r *http.Request) string {
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return "(unreadable push: " + err.Error() + ")"
+	}
+	var push struct {
+		Message struct {
+			Data []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(body, &push); err != nil {
+		return "(not a push envelope)"
+	}
+	ev, err := fleet.DecodeEvent(push.Message.Data)
+	if err != nil {
+		return "(undecodable event)"
+	}
+	return fmt.Sprintf("%s %s %v", ev.Kind, ev.Name, ev.Version)
 }
 
 type discard struct{}
@@ -199,6 +225,7 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 	cfg.RefreshInterval = 2 * time.Second
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 2*time.Second, 1500*time.Millisecond, 200*time.Millisecond
 	var pubs []*kubetest.Publisher
+	ids := map[*kubetest.Publisher]string{}
 	instance := 0
 	startPublisher := func() {
 		instance++
@@ -206,7 +233,9 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 		cfg.ID = fmt.Sprintf("pub-%d", instance)
 		// Some instances run on a clock up to 2 minutes off.
 		skew := time.Duration(rng.IntN(5)-2) * time.Minute
-		pubs = append(pubs, kubetest.StartPublisher(t, cfg, c.RESTConfig(), bus, kubetest.WithClockSkew(skew)))
+		pub := kubetest.StartPublisher(t, cfg, c.RESTConfig(), bus, kubetest.WithClockSkew(skew))
+		pubs = append(pubs, pub)
+		ids[pub] = cfg.ID
 		log.add("publisher %s starts, its clock off by %v", cfg.ID, skew)
 	}
 	startPublisher()
@@ -306,12 +335,54 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("seed %d: Firestore diverges from the API server after the history: %v\ntrace (go test -run 'TestChaos' ./emulator-tests -args -chaos.first=%d -chaos.seeds=1):\n%s",
-				seed, diff, seed, log.about(slices.Collect(maps.Keys(diff))))
+			t.Errorf("seed %d: Firestore diverges from the API server after the history: %v\ntrace (go test -run 'TestChaos' ./emulator-tests -args -chaos.first=%d -chaos.seeds=1):\n%s\n%s",
+				seed, diff, seed, log.about(slices.Collect(maps.Keys(diff))), chaosState(t, p, log.start, pubs, ids, fn.logs))
 			return
 		}
 		<-time.After(200 * time.Millisecond)
 	}
+}
+
+// chaosState describes, for a divergence, what each side holds at the end:
+// the cluster's documents, each running publisher's term and queues, and
+// what the function logged for the cluster. Times are since the seed began.
+func chaosState(tb testing.TB, p *pipeline, start time.Time, pubs []*kubetest.Publisher, ids map[*kubetest.Publisher]string, logs *logCollector) string {
+	tb.Helper()
+	since := func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return fmt.Sprintf("%dms", t.Sub(start).Milliseconds())
+	}
+	var out []string
+	if cl, _ := p.clusterDoc(); cl == nil {
+		out = append(out, "cluster document: none")
+	} else {
+		out = append(out, fmt.Sprintf("cluster document: snapshot %v by %s, %d fleets, ingested at %s",
+			cl.SnapshotVersion, cl.Publisher.ID, cl.FleetCount, since(cl.IngestedAt)))
+	}
+	docs := chaosDocs(tb, p)
+	for _, name := range slices.Sorted(maps.Keys(docs)) {
+		d := docs[name]
+		state := "live"
+		if d.Deleted {
+			state = "tombstone"
+		} else if d.Status != nil {
+			state = fmt.Sprintf("live ready=%d allocations=%d", d.Status.ReadyReplicas, d.Status.Allocations)
+		}
+		out = append(out, fmt.Sprintf("document %s: %s at %v by %s, ingested at %s", name, state, d.Version, d.Publisher.ID, since(d.IngestedAt)))
+	}
+	for _, pub := range pubs {
+		queued, inflight := pub.Sender.Queued()
+		out = append(out, fmt.Sprintf("publisher %s: term %d, %d fleets, %d events queued, %d in flight",
+			ids[pub], pub.Agent.Term(), pub.Agent.Fleets(), queued, inflight))
+	}
+	lines := logs.matching(logging.KeyCluster, p.cluster)
+	out = append(out, fmt.Sprintf("the function logged %d lines for the cluster; the last ones:", len(lines)))
+	for _, l := range lines[max(0, len(lines)-40):] {
+		out = append(out, fmt.Sprintf("  %v %v %v %v %v %v %v", l["time"], l["severity"], l["message"], l[logging.KeyKind], l[logging.KeyFleet], l[logging.KeyVersion], l[logging.KeyOutcome]))
+	}
+	return strings.Join(out, "\n")
 }
 
 // chaosForgery is an event claiming p's cluster that another cluster's
@@ -417,4 +488,10 @@ func TestChaosCheckerCatchesDivergences(t *testing.T) {
 	require.Equal(t, "missing", diff["missing"])
 	require.Contains(t, diff["stale"], "stale status")
 	require.Contains(t, diff["ghost"], "extra")
+
+	// What a divergence reports of the end state.
+	state := chaosState(t, p, time.Now(), nil, nil, p.fn.logs)
+	require.Contains(t, state, "cluster document: none")
+	require.Regexp(t, `document ghost: live ready=\d+ allocations=\d+ at \S+ by \S+, ingested at -\d+ms`, state)
+	require.Contains(t, state, "the function logged 2 lines for the cluster")
 }
