@@ -88,7 +88,7 @@ chaos: ## Randomized fault testing of the whole pipeline over SEEDS seeds (make 
 	eval "$$($(CONTROLPLANE) build)"; \
 	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
 	$(EMULATORS) run -- $(GO) test -run '^TestChaos$$' -count=1 -timeout=0 -v ./emulator-tests/ -args -chaos.seeds=$(SEEDS) -chaos.first=$(FIRST) \
-	  | grep -E '^(=== RUN|--- FAIL|\s+--- FAIL|ok|FAIL|PASS)|chaos: |diverges|^\s+[0-9]+ms ' 
+	  | grep -E '^(=== RUN|--- FAIL|\s+--- FAIL|ok|FAIL|PASS)|chaos: |diverges|^\s+([0-9]+ms|state:) ' 
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz test for FUZZTIME (default 30s).

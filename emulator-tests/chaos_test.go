@@ -382,7 +382,8 @@ func chaosState(tb testing.TB, p *pipeline, start time.Time, pubs []*kubetest.Pu
 	for _, l := range lines[max(0, len(lines)-40):] {
 		out = append(out, fmt.Sprintf("  %v %v %v %v %v %v %v", l["time"], l["severity"], l["message"], l[logging.KeyKind], l[logging.KeyFleet], l[logging.KeyVersion], l[logging.KeyOutcome]))
 	}
-	return strings.Join(out, "\n")
+	// Each line is marked, so that make chaos's filter keeps it.
+	return "state: " + strings.Join(out, "\nstate: ")
 }
 
 // chaosForgery is an event claiming p's cluster that another cluster's
