@@ -84,8 +84,10 @@ func TestWatchFollowsTheControlPlane(t *testing.T) {
 
 	// The SSE and gRPC clients go away; what they miss comes on their
 	// resume, and nothing else.
+	gone := map[string]watchtest.Stream{}
 	for _, proto := range []string{"sse", "grpc (h2c)"} {
 		streams[proto].Close()
+		gone[proto] = streams[proto]
 		delete(streams, proto)
 	}
 	ns.CreateFleet(ns.Name, "casual", map[string]string{"platform": "pc"})
@@ -93,7 +95,7 @@ func TestWatchFollowsTheControlPlane(t *testing.T) {
 	ns.DeleteFleet(ns.Name, "ranked")
 	each("a delete", "removed "+fleetName)
 	for _, proto := range []string{"sse", "grpc (h2c)"} {
-		s := watchtest.Open(t, srv.URL, proto, url.Values{"cluster": {p.cluster}, "resumeToken": {patched[proto][0].Token}})
+		s := watchtest.Resume(t, srv.URL, proto, url.Values{"cluster": {p.cluster}, "resumeToken": {patched[proto][0].Token}}, gone[proto])
 		assert.Equal(t, []string{"added " + p.cluster + "/casual", "removed " + fleetName, "synced 1"}, watchtest.Strings(s.Take(t, 3)), proto)
 		streams[proto] = s
 	}

@@ -28,9 +28,19 @@ type change struct {
 }
 
 // clusterState is what a watch needs of a cluster: whether the view has
-// its document, and whether its heartbeat is too old.
+// its document, whether its heartbeat is too old, and what the API shows
+// of the document then (doc, and its shownHash), so that a watch hears of
+// every heartbeat that changes the cluster's fleet count, totals or labels,
+// with the document as it was at the point the watch reaches.
 type clusterState struct {
 	known, stale bool
+	shown        uint64
+	doc          *fleet.ClusterDocument // nil while unknown
+}
+
+// same reports whether a watch holding a sees nothing new in b.
+func (a clusterState) same(b clusterState) bool {
+	return a.known == b.known && a.stale == b.stale && a.shown == b.shown
 }
 
 // fleetID returns the document ID of the fleet a fleet change is about.

@@ -641,12 +641,34 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 	}
 	assert.Equal(t, map[string][2]int64{"b": {-1, 1}, "a": {1, 2}}, kinds)
 
+	// A new heartbeat changes what the API shows of its cluster (its
+	// time, fleet count, totals): each is recorded, staleness unchanged.
 	woken = updated()
 	w.settle()
+	w.clk.Add(time.Second)
 	w.heartbeat("pc", 0)
 	w.heartbeat("ps5", 0)
 	w.heartbeat("xbox", 0)
-	all(t, svc, NewQuery()) // fresh heartbeats change no staleness
+	all(t, svc, NewQuery())
+	select {
+	case <-woken:
+	default:
+		t.Fatal("a sync that saw new heartbeats wakes its watches")
+	}
+	beats := changes(2)
+	require.Len(t, beats, 3)
+	var beaten []string
+	for _, c := range beats {
+		beaten = append(beaten, c.cluster)
+		assert.Equal(t, c.was.stale, c.is.stale, "%s: the heartbeat changes no staleness", c.cluster)
+		assert.NotEqual(t, c.was.shown, c.is.shown, "%s: what the API shows changed", c.cluster)
+	}
+	assert.ElementsMatch(t, []string{"pc", "ps5", "xbox"}, beaten)
+
+	// A sync that reads nothing new wakes nobody.
+	woken = updated()
+	w.settle()
+	all(t, svc, NewQuery())
 	select {
 	case <-woken:
 		t.Fatal("a sync that changed nothing wakes nobody")
@@ -656,22 +678,24 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 	w.settle()
 	w.remove("pc", "games", "b")
 	all(t, svc, NewQuery())
-	more := changes(2)
+	more := changes(5)
 	require.Len(t, more, 1)
 	assert.Equal(t, "b", more[0].before.Name)
 	assert.Nil(t, more[0].after, "a tombstone: the fleet left")
 
 	// A cluster whose heartbeat ages past StaleAfter turns stale; a
-	// new one appears.
+	// new one appears; the others' heartbeats are recorded.
 	w.clk.Add(DefaultStaleAfter)
 	w.heartbeat("pc", 0)
 	w.heartbeat("ps5", 0)
 	w.heartbeat("switch", 0)
 	all(t, svc, NewQuery())
-	more = changes(3)
-	require.Len(t, more, 2)
-	assert.Equal(t, change{seq: 4, cluster: "switch", was: clusterState{stale: true}, is: clusterState{known: true}}, more[0])
-	assert.Equal(t, change{seq: 5, cluster: "xbox", was: clusterState{known: true}, is: clusterState{known: true, stale: true}}, more[1])
+	more = changes(6)
+	require.Len(t, more, 4)
+	assert.ElementsMatch(t, []string{"pc", "ps5"}, []string{more[0].cluster, more[1].cluster}, "heartbeats")
+	sw, xbox := svc.view.shown["switch"], svc.view.shown["xbox"]
+	assert.Equal(t, change{seq: 9, cluster: "switch", was: clusterState{stale: true, shown: sw.hash, doc: sw.doc}, is: clusterState{known: true, shown: sw.hash, doc: sw.doc}}, more[2])
+	assert.Equal(t, change{seq: 10, cluster: "xbox", was: clusterState{known: true, shown: xbox.hash, doc: xbox.doc}, is: clusterState{known: true, stale: true, shown: xbox.hash, doc: xbox.doc}}, more[3])
 
 	// A fleet deleted while the view was idle, whose tombstone expired:
 	// the reload records that it left.
@@ -682,12 +706,23 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 		w.heartbeat(c, 0)
 	}
 	all(t, svc, NewQuery())
-	more = changes(5)
-	require.Len(t, more, 2)
-	assert.Equal(t, "a", more[0].before.Name)
-	assert.Nil(t, more[0].after)
-	assert.Equal(t, "xbox", more[1].cluster, "fresh again")
-	assert.False(t, more[1].is.stale)
+	more = changes(10)
+	var fleets, fresh, beat []string
+	for _, c := range more {
+		switch {
+		case c.cluster == "":
+			fleets = append(fleets, cmp.Or(c.after, c.before).Name)
+			assert.Nil(t, c.after)
+		case c.was.stale != c.is.stale:
+			fresh = append(fresh, c.cluster)
+			assert.False(t, c.is.stale)
+		default:
+			beat = append(beat, c.cluster)
+		}
+	}
+	assert.Equal(t, []string{"a"}, fleets, "the fleet left")
+	assert.Equal(t, []string{"xbox"}, fresh, "fresh again")
+	assert.ElementsMatch(t, []string{"pc", "ps5", "switch", "xbox"}, beat, "every cluster's new heartbeat")
 }
 
 // TestTheFeedIsBounded: the feed keeps the newest feedSize changes; a

@@ -3,6 +3,7 @@ package fleetapi
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"hash/fnv"
 	"maps"
 	"slices"
@@ -68,6 +69,9 @@ type view struct {
 	byID     map[string]*entry
 	sorted   []*entry // by id
 	clusters map[string]*fleet.ClusterDocument
+	// shown is each cluster's newest document and its shownHash, kept
+	// across loads: a watch hears of a cluster when it changes.
+	shown map[string]shown
 	// digest is the XOR of the hashes of every live fleet and cluster:
 	// two views holding the same documents have the same digest,
 	// whatever their history.
@@ -106,6 +110,9 @@ func (v *view) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument)
 	v.byID = make(map[string]*entry, len(fleets))
 	v.sorted = make([]*entry, 0, len(fleets))
 	v.clusters = make(map[string]*fleet.ClusterDocument, len(clusters))
+	if v.shown == nil {
+		v.shown = make(map[string]shown, len(clusters))
+	}
 	v.digest = 0
 	for _, d := range fleets {
 		if d.Deleted {
@@ -187,6 +194,9 @@ func (v *view) putFleet(d *fleet.Document) bool {
 	return true
 }
 
+// putCluster keeps a cluster's newest document, and records in the feed a
+// change of what the API shows of a cluster the watches already know
+// (judge records those that appear).
 func (v *view) putCluster(c *fleet.ClusterDocument) {
 	if old, ok := v.clusters[c.Cluster]; ok {
 		if c.SnapshotVersion.Compare(old.SnapshotVersion) < 0 {
@@ -196,6 +206,29 @@ func (v *view) putCluster(c *fleet.ClusterDocument) {
 	}
 	v.clusters[c.Cluster] = c
 	v.digest ^= clusterHash(c)
+	now := shown{hash: shownHash(c), doc: c}
+	was, had := v.shown[c.Cluster]
+	v.shown[c.Cluster] = now
+	if st, known := v.stale[c.Cluster]; known && (!had || was.hash != now.hash) {
+		v.feed.record(change{cluster: c.Cluster,
+			was: clusterState{known: true, stale: st, shown: was.hash, doc: was.doc},
+			is:  clusterState{known: true, stale: st, shown: now.hash, doc: c}})
+	}
+}
+
+// shown is what the API shows of a cluster: its document, and a hash of it.
+type shown struct {
+	hash uint64
+	doc  *fleet.ClusterDocument
+}
+
+// shownHash hashes what the API shows of a cluster's document but its
+// staleness: its heartbeat time, fleet count, totals, labels, publisher.
+func shownHash(c *fleet.ClusterDocument) uint64 {
+	b, _ := json.Marshal(NewCluster(c, false)) // plain data: cannot fail
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
 }
 
 // judge sets each cluster's staleness at now, and records in the feed the
@@ -224,7 +257,10 @@ func (v *view) judgeOne(name string, now time.Time, staleAfter time.Duration, re
 	}
 	v.stale[name] = st
 	if record {
-		v.feed.record(change{cluster: name, was: clusterState{known: known, stale: !known || old}, is: clusterState{known: true, stale: st}})
+		sh := v.shown[name]
+		v.feed.record(change{cluster: name,
+			was: clusterState{known: known, stale: !known || old, shown: sh.hash, doc: sh.doc},
+			is:  clusterState{known: true, stale: st, shown: sh.hash, doc: sh.doc}})
 	}
 }
 

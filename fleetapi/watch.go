@@ -39,9 +39,10 @@ const (
 	// A fleet left the set: it was deleted, stopped matching, or its
 	// cluster turned stale. Fleet is its last state.
 	Removed EventKind = "removed"
-	// A cluster appeared, or turned stale or fresh (of the watched
-	// clusters only, when the filter names some). Its fleets' events
-	// follow it.
+	// A cluster appeared, turned stale or fresh, or sent a heartbeat
+	// that changed what the API shows of it (its heartbeat time, fleet
+	// count, totals, labels), of the watched clusters only when the
+	// filter names some. Its fleets' events follow it.
 	ClusterChanged EventKind = "cluster"
 	// Synced ends the initial set, or the changes missed before a
 	// resume: the client now holds the whole set.
@@ -485,7 +486,8 @@ func (v *view) clusterAt(p past, name string) clusterState {
 		return c
 	}
 	st, known := v.stale[name]
-	return clusterState{known: known, stale: !known || st}
+	sh := v.shown[name]
+	return clusterState{known: known, stale: !known || st, shown: sh.hash, doc: sh.doc}
 }
 
 // clusterFleets adds to ids the fleets of a cluster at p. IDs begin with
@@ -540,8 +542,8 @@ func (v *view) diff(q Query, initial bool, from, to uint64) []pending {
 			continue // a watch of some clusters hears of them only
 		}
 		a, b := before(name), v.clusterAt(pt, name)
-		if b.known && a != b {
-			out = append(out, pending{kind: ClusterChanged, cluster: v.clusters[name], name: name, stale: b.stale})
+		if b.known && !a.same(b) {
+			out = append(out, pending{kind: ClusterChanged, cluster: b.doc, name: name, stale: b.stale})
 		}
 		if a.stale != b.stale {
 			flipped = append(flipped, name)

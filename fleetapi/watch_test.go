@@ -26,7 +26,7 @@ type watcher struct {
 	pos      position
 	token    string // of the last event handled
 	fleets   map[string]Fleet
-	clusters map[string]bool // stale
+	clusters map[string]Cluster
 	log      []Event
 }
 
@@ -35,7 +35,7 @@ func newWatcher(t *testing.T, svc *Service, q Query) *watcher {
 	svc.mu.RLock()
 	pos := position{Epoch: svc.epoch, Filter: filter, Initial: true, To: svc.view.feed.seq}
 	svc.mu.RUnlock()
-	return &watcher{t: t, svc: svc, q: q, filter: filter, pos: pos, fleets: map[string]Fleet{}, clusters: map[string]bool{}}
+	return &watcher{t: t, svc: svc, q: q, filter: filter, pos: pos, fleets: map[string]Fleet{}, clusters: map[string]Cluster{}}
 }
 
 // step takes the watch's next step and handles its first n events (all
@@ -82,10 +82,10 @@ func (c *watcher) apply(e Event) {
 		clear(c.fleets)
 		clear(c.clusters)
 	case ClusterChanged:
-		if stale, ok := c.clusters[e.Cluster.Cluster]; ok {
-			require.NotEqual(c.t, stale, e.Cluster.Stale, "a cluster change that changes nothing")
+		if held, ok := c.clusters[e.Cluster.Cluster]; ok {
+			require.NotEqual(c.t, held, e.Cluster, "a cluster change that changes nothing")
 		}
-		c.clusters[e.Cluster.Cluster] = e.Cluster.Stale
+		c.clusters[e.Cluster.Cluster] = e.Cluster
 	}
 }
 
@@ -170,12 +170,16 @@ func TestAWatchFollowsTheSet(t *testing.T) {
 	assert.Equal(t, []string{"added x"}, kinds(c.step(false, -1)))
 
 	// xbox's heartbeat ages past StaleAfter: its fleets leave; a
-	// heartbeat brings them back.
+	// heartbeat brings them back. Every new heartbeat reaches the watch,
+	// with the cluster's new heartbeat time.
 	w.clk.Add(DefaultStaleAfter)
 	w.heartbeat("pc", 0)
 	w.heartbeat("ps5", 0)
+	beat := w.clk.Now()
 	sync()
-	assert.Equal(t, []string{"cluster xbox stale=true", "removed x"}, kinds(c.step(false, -1)))
+	events = c.step(false, -1)
+	assert.Equal(t, []string{"cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=true", "removed x"}, kinds(events))
+	assert.Equal(t, beat, events[0].Cluster.HeartbeatAt)
 	w.heartbeat("xbox", 0)
 	sync()
 	assert.Equal(t, []string{"cluster xbox stale=false", "added x"}, kinds(c.step(false, -1)))
@@ -190,7 +194,7 @@ func TestAWatchFollowsTheSet(t *testing.T) {
 	w.heartbeat("ps5", 0)
 	sync()
 	events = s.step(false, -1)
-	assert.Equal(t, []string{"cluster xbox stale=true", "modified x"}, kinds(events))
+	assert.Equal(t, []string{"cluster xbox stale=true", "modified x"}, kinds(events), "the other clusters' heartbeats are not its")
 	assert.True(t, events[1].Fleet.Stale)
 }
 

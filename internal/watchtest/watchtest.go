@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -49,12 +50,43 @@ func (e Event) String() string {
 type Stream struct {
 	next  func(t *testing.T) Event
 	close func()
+	stale map[string]bool // each cluster's staleness as last reported
 }
 
-// Next returns the stream's next event other than a heartbeat.
+// Next returns the stream's next event other than a heartbeat: of the
+// stream, or of a cluster (a cluster event that changes no staleness).
 func (s Stream) Next(t *testing.T) Event {
 	t.Helper()
 	return s.next(t)
+}
+
+// withoutBeats makes s skip the cluster events that change no staleness
+// from what known holds: the clusters' heartbeats, which come at the
+// publishers' pace.
+func (s Stream) withoutBeats(known map[string]bool) Stream {
+	stale := maps.Clone(known)
+	if stale == nil {
+		stale = map[string]bool{}
+	}
+	s.stale = stale
+	next := s.next
+	s.next = func(t *testing.T) Event {
+		t.Helper()
+		for {
+			e := next(t)
+			switch e.Kind {
+			case "restart":
+				clear(stale)
+			case "cluster":
+				if was, ok := stale[e.Name]; ok && was == e.Stale {
+					continue
+				}
+				stale[e.Name] = e.Stale
+			}
+			return e
+		}
+	}
+	return s
 }
 
 // Close ends the watch, as a client going away.
@@ -87,12 +119,25 @@ func Clients(url string) map[string]fleetcastv1connect.InformationServiceClient 
 // server must serve HTTP/2 without TLS for gRPC.
 func Open(t *testing.T, url, protocol string, params url.Values) Stream {
 	t.Helper()
+	return open(t, url, protocol, params, nil)
+}
+
+// Resume opens a watch as Open does, for a client that held what the
+// stream from had delivered: a cluster event that changes no staleness
+// from what from reported is skipped as a heartbeat.
+func Resume(t *testing.T, url, protocol string, params url.Values, from Stream) Stream {
+	t.Helper()
+	return open(t, url, protocol, params, from.stale)
+}
+
+func open(t *testing.T, url, protocol string, params url.Values, known map[string]bool) Stream {
+	t.Helper()
 	if protocol == "sse" {
-		return openSSE(t, url, params)
+		return openSSE(t, url, params).withoutBeats(known)
 	}
 	c, ok := Clients(url)[protocol]
 	require.True(t, ok, "no protocol %q", protocol)
-	return openRPC(t, c, params)
+	return openRPC(t, c, params).withoutBeats(known)
 }
 
 func openRPC(t *testing.T, c fleetcastv1connect.InformationServiceClient, params url.Values) Stream {

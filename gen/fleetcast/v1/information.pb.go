@@ -1083,7 +1083,8 @@ func (x *FleetChange) GetFleet() *FleetInformation {
 	return nil
 }
 
-// ClusterChange is a cluster appearing, or turning stale or fresh.
+// ClusterChange is a cluster appearing, turning stale or fresh, or sending
+// a new heartbeat (its heartbeat time, fleet count or totals changed).
 type ClusterChange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cluster       *Cluster               `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
