@@ -8,6 +8,7 @@ EMULATORS := scripts/emulators.sh
 CONTROLPLANE := scripts/controlplane.sh
 TERRAFORM := scripts/terraform.sh
 PROTO     := scripts/proto.sh
+CHROMIUM  := scripts/chromium.sh
 # Where `make emulators-up` keeps the emulators' PIDs, ports and logs.
 EMU_DIR   := .emulators
 # make bench: time per core benchmark, rounds of them, and flags for the
@@ -47,10 +48,11 @@ demo: ## Run the whole pipeline locally: emulators, control plane, 3 publishers,
 	$(EMULATORS) run -- bin/fleetcast-demo --duration=$(DURATION)
 
 .PHONY: test
-test: vet terraform ## Run every test with -race: builds the control plane if missing, starts and stops the emulators.
+test: vet terraform ## Run every test with -race: builds the control plane and installs Chromium if missing, starts and stops the emulators.
 	eval "$$($(CONTROLPLANE) build)"; \
 	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
 	export FLEETCAST_TF_PROVIDER_DIR="$$($(TERRAFORM) build)" REQUIRE_TERRAFORM=1; \
+	export CHROMIUM="$$($(CHROMIUM) path)" REQUIRE_BROWSER=1; \
 	$(EMULATORS) run -- $(GO) test -race -count=1 ./...
 
 .PHONY: terraform

@@ -1,6 +1,7 @@
 // Package query is the QueryFleets Cloud Function: the HTTP API over the
 // fleets and clusters in Firestore, described by
-// schemas/query_api.openapi.yaml, for callers in any language.
+// schemas/query_api.openapi.yaml, for callers in any language, and the web
+// dashboard over it (package dashboard) at its root.
 package query
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
+	"github.com/fleetcast/fleetcast/functions/query/dashboard"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/logging"
 )
@@ -42,9 +44,11 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger) *Handler {
 	h.mux.HandleFunc("/v1/watch", h.watch)
 	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC.
 	h.mux.Handle(fleetcastv1connect.NewInformationServiceHandler(&information{svc: svc, log: log}))
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	// The dashboard: the page at the root, its assets under /ui/; any
+	// other path is the API's 404.
+	h.mux.Handle("/", dashboard.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, &fleetapi.Error{Code: fleetapi.NotFound, Message: fmt.Sprintf("no such resource: %s", r.URL.Path)})
-	})
+	})))
 	return h
 }
 

@@ -1,0 +1,152 @@
+package dashboard_test
+
+import (
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
+	"github.com/fleetcast/fleetcast/functions/query"
+	"github.com/fleetcast/fleetcast/internal/browsertest"
+	"github.com/fleetcast/fleetcast/logging"
+)
+
+// world is an in-memory store behind a query instance, written as the
+// ingest function would.
+type world struct {
+	mem *fleetapitest.Memory
+	mu  sync.Mutex
+	seq int64
+	url string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{mem: fleetapitest.NewMemory(time.Now)}
+	svc := fleetapi.NewService(fleetapitest.Listening{Memory: w.mem}, fleetapi.Options{
+		WatchPoll: 20 * time.Millisecond, StaleAfter: time.Minute, Heartbeat: time.Second,
+	})
+	srv := httptest.NewServer(query.NewHandler(svc, logging.New(io.Discard, logging.LevelWarning)))
+	t.Cleanup(srv.Close)
+	w.url = srv.URL
+	return w
+}
+
+func (w *world) next() fleet.Version {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq++
+	return fleet.Version{Term: 1, Seq: w.seq}
+}
+
+// heartbeat writes a cluster's document, its heartbeat age old.
+func (w *world) heartbeat(cluster string, fleets int64, age time.Duration) {
+	at := time.Now().Add(-age)
+	w.mem.PutCluster(fleet.ClusterDocument{
+		Cluster: cluster, Labels: map[string]string{"region": "europe-west1"}, SnapshotVersion: w.next(), SnapshotParts: 1,
+		IngestedAt: at, HeartbeatAt: at, FleetCount: fleets,
+		Totals: fleet.DocStatus{Replicas: 10 * fleets, ReadyReplicas: 4 * fleets},
+	})
+}
+
+// put writes a live fleet.
+func (w *world) put(cluster, name, version string, ready int64) {
+	k := fleet.Key{Cluster: cluster, Namespace: "games", Name: name}
+	now := time.Now()
+	w.mem.PutFleet(fleet.Document{
+		Cluster: cluster, Namespace: "games", Name: name, Version: w.next(), DocID: k.DocID(), DocIDHash: fleet.IDHash(k.DocID()),
+		UID:    "uid-" + name,
+		Labels: map[string]string{"version": version, "platform": cluster},
+		Spec:   &fleet.Spec{Replicas: 10},
+		Status: &fleet.DocStatus{Replicas: 10, ReadyReplicas: ready, AllocatedReplicas: 10 - ready,
+			Counters: map[string]fleet.DocAggregate{"rooms": {Count: 3, Capacity: 40, Available: 37}}},
+		ObservedAt: now, IngestedAt: now, LagMillis: 12,
+	})
+}
+
+// remove writes a fleet's tombstone.
+func (w *world) remove(cluster, name string) {
+	k := fleet.Key{Cluster: cluster, Namespace: "games", Name: name}
+	now := time.Now()
+	w.mem.PutFleet(*fleet.Tombstone(k, w.next(), fleet.Publisher{}, now, now, time.Hour))
+}
+
+// rowText is the JavaScript expression of the text of a fleet's cell col
+// ("" when the row is not shown).
+func rowText(id, col string) string {
+	return fmt.Sprintf(`(document.querySelector('tr[data-id=%q] [data-col=%q]') || {}).textContent || ""`, id, col)
+}
+
+// TestDashboardFollowsTheStream: the page loads with no console error,
+// shows the clusters and the fleets the filter in its address names,
+// updates a row in place (no reload) when the fleet changes, drops a
+// deleted fleet, marks a stale cluster, shows the API's error for a bad
+// selector, and answers which versions run where.
+func TestDashboardFollowsTheStream(t *testing.T) {
+	w := newWorld(t)
+	w.heartbeat("pc", 2, 0)
+	w.heartbeat("ps5", 1, 0)
+	w.put("pc", "ranked", "1.42", 3)
+	w.put("pc", "casual", "1.43", 5)
+	w.put("ps5", "ranked", "1.42", 7)
+
+	b := browsertest.Start(t, 1400, 1000)
+	q := url.Values{"selector": {"version in (1.42,1.43)"}, "cluster": {"pc"}}
+	b.Do(t, chromedp.Navigate(w.url+"/?"+q.Encode()))
+	b.WaitFor(t, "the initial set", `document.body.dataset.synced === "true" && document.querySelectorAll("#fleets tbody tr").length === 2`)
+	b.Do(t, chromedp.Evaluate[chromedp.Void](`window.loadedOnce = true`))
+
+	// The address restored the filter.
+	assert.Equal(t, "version in (1.42,1.43)", browsertest.Eval[string](t, b, `document.getElementById("selector").value`))
+	assert.Equal(t, "pc", browsertest.Eval[string](t, b, `document.getElementById("cluster").value`))
+	assert.Equal(t, []string{"pc/games/casual", "pc/games/ranked"},
+		browsertest.Eval[[]string](t, b, `[...document.querySelectorAll("#fleets tbody tr")].map(r => r.dataset.id)`))
+	assert.Equal(t, "3", browsertest.Eval[string](t, b, rowText("pc/games/ranked", "ready")))
+	assert.Equal(t, "Live", browsertest.Eval[string](t, b, `document.getElementById("conn").textContent`))
+
+	// A status change updates the row in place.
+	w.put("pc", "ranked", "1.42", 9)
+	b.WaitFor(t, "the row updated", rowText("pc/games/ranked", "ready")+` === "9"`)
+	assert.True(t, browsertest.Eval[bool](t, b, `window.loadedOnce === true`), "no reload")
+
+	// A deleted fleet disappears.
+	w.remove("pc", "casual")
+	b.WaitFor(t, "the row gone", `!document.querySelector('tr[data-id="pc/games/casual"]')`)
+
+	// A cluster whose heartbeat ages past StaleAfter is marked, and its
+	// fleets leave the set.
+	w.heartbeat("pc", 2, 2*time.Minute)
+	b.WaitFor(t, "the stale mark", `document.querySelector('#clusters tr[data-cluster="pc"]')?.dataset.stale === "true"`)
+	b.WaitFor(t, "its fleets gone", `document.querySelectorAll("#fleets tbody tr").length === 0`)
+	w.heartbeat("pc", 2, 0)
+	b.WaitFor(t, "fresh again", `document.querySelector('#clusters tr[data-cluster="pc"]')?.dataset.stale === "false"`)
+
+	// Which versions run where: every cluster's live fleets.
+	b.WaitFor(t, "the versions", `document.querySelector('#versions tr[data-value="1.42"] [data-col=fleets]')?.textContent === "2"`)
+	assert.Equal(t, 1, browsertest.Eval[int](t, b, `document.querySelectorAll("#versions tbody tr").length`), "1.43 left with casual")
+	require.Empty(t, b.Errors(), "the page reported errors")
+
+	// A bad selector: the API's error, where it was typed.
+	b.Do(t,
+		chromedp.SetValue(chromedp.ID("selector"), "version in (1.42"),
+		chromedp.Click(chromedp.CSS(`#filter button[type=submit]`)),
+	)
+	b.WaitFor(t, "the selector's error", `!document.getElementById("selector-error").hidden`)
+	msg := browsertest.Eval[string](t, b, `document.getElementById("selector-error").textContent`)
+	assert.Contains(t, msg, "selector")
+	assert.Equal(t, "true", browsertest.Eval[string](t, b, `document.getElementById("selector").getAttribute("aria-invalid")`))
+	assert.Contains(t, browsertest.Eval[string](t, b, `location.search`), "selector=version+in+%281.42")
+	errs := b.Errors()
+	require.Len(t, errs, 1, "the browser logs the refused request, and nothing else: %v", errs)
+	assert.Contains(t, errs[0], "status of 400")
+}
