@@ -47,6 +47,13 @@ demo: ## Run the whole pipeline locally: emulators, control plane, 3 publishers,
 	mkdir -p bin && $(GO) build -o bin/fleetcast-demo ./cmd/fleetcast-demo && \
 	$(EMULATORS) run -- bin/fleetcast-demo --duration=$(DURATION)
 
+.PHONY: screenshots
+screenshots: ## Write docs/dashboard.png and docs/dashboard-versions.png from the demo's data (a 60 s demo; installs Chromium if missing).
+	eval "$$($(CONTROLPLANE) build)"; \
+	export KUBE_APISERVER ETCD CHROMIUM="$$($(CHROMIUM) path)"; \
+	mkdir -p bin && $(GO) build -o bin/fleetcast-demo ./cmd/fleetcast-demo && \
+	$(EMULATORS) run -- bin/fleetcast-demo --duration=60s --screenshots=docs
+
 .PHONY: test
 test: vet terraform ## Run every test with -race: builds the control plane and installs Chromium if missing, starts and stops the emulators.
 	eval "$$($(CONTROLPLANE) build)"; \

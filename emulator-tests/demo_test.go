@@ -25,16 +25,25 @@ func TestDemoRunsThePipeline(t *testing.T) {
 	emulator.Host(t, emulator.FirestoreHostEnv)
 	emulator.Host(t, emulator.PubSubHostEnv)
 	var out syncbuf.Buffer
-	var queryURL string
+	var queryURL, page string
 	err := demo.Run(t.Context(), demo.Options{
 		Duration:  25 * time.Second,
 		Out:       &out,
 		ModuleDir: "..",
-		Ready:     func(url string) { queryURL = url },
+		Ready: func(url string) {
+			queryURL = url
+			resp, err := http.Get(url + "/")
+			if err == nil {
+				page = resp.Header.Get("Content-Type")
+				resp.Body.Close()
+			}
+		},
 	})
 	require.NoError(t, err, "demo output:\n%s", out.String())
 	require.NotEmpty(t, queryURL)
 	assert.Contains(t, out.String(), "check passed: the query API serves")
+	assert.Contains(t, out.String(), "The dashboard, live: "+queryURL+"/")
+	assert.Contains(t, page, "text/html", "the dashboard is served where the demo says")
 	assert.Contains(t, out.String(), "curl -s '"+queryURL+"/v1/fleets?selector=platform=pc'")
 	// Everything it started is gone: the API no longer answers.
 	var l fleetapi.FleetList

@@ -4,6 +4,7 @@
 //
 //	make demo                 # until Ctrl-C
 //	make demo DURATION=60s    # stops by itself and checks the result
+//	make screenshots          # docs/dashboard.png and docs/dashboard-versions.png
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/fleetcast/fleetcast/internal/demo"
 )
@@ -31,8 +33,12 @@ func run(ctx context.Context, args []string, _ func(string) string, stdout, stde
 	fs := flag.NewFlagSet("fleetcast-demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	duration := fs.Duration("duration", 0, "stop after this long and check that every cluster's fleets arrived (0: until Ctrl-C)")
+	shots := fs.String("screenshots", "", "write the dashboard's screenshots ("+demo.DashboardPNG+", "+demo.VersionsPNG+") into this directory; needs a --duration of 40s or more")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *shots != "" && *duration < 40*time.Second {
+		return fmt.Errorf("--screenshots needs --duration=40s or more (it shoots 15 s after everything runs), got %v", *duration)
 	}
 	interactive := false
 	if f, ok := stdout.(*os.File); ok {
@@ -40,5 +46,5 @@ func run(ctx context.Context, args []string, _ func(string) string, stdout, stde
 			interactive = true
 		}
 	}
-	return demo.Run(ctx, demo.Options{Duration: *duration, Out: stdout, Interactive: interactive, ModuleDir: "."})
+	return demo.Run(ctx, demo.Options{Duration: *duration, Out: stdout, Interactive: interactive, ModuleDir: ".", Screenshots: *shots})
 }

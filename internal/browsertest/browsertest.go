@@ -51,23 +51,12 @@ func Start(tb testing.TB, w, h int) *Browser {
 		}
 		tb.Skip("no Chromium (set CHROMIUM, or run make test, which installs it)")
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.NoSandbox, // tests run as root in CI
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(w, h),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancel, err := Launch(path, w, h)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	ctx, cancelTimeout := context.WithTimeout(ctx, Timeout)
 	b := &Browser{Ctx: ctx}
-	if err := chromedp.Do(ctx); err != nil { // starts the browser, opens the tab
-		cancelTimeout()
-		cancelTab()
-		cancelAlloc()
-		tb.Fatalf("start %s: %v", path, err)
-	}
 	// The console's errors, uncaught exceptions and the browser log's
 	// errors (a failed load), as the page reports them.
 	messages := chromedp.Console(ctx)
@@ -85,11 +74,32 @@ func Start(tb testing.TB, w, h int) *Browser {
 	}()
 	tb.Cleanup(func() {
 		cancelTimeout()
-		cancelTab()
-		cancelAlloc()
+		cancel()
 		<-done
 	})
 	return b
+}
+
+// Launch starts the headless Chromium at path with a w×h window and opens
+// a tab; cancel closes the browser.
+func Launch(path string, w, h int) (ctx context.Context, cancel context.CancelFunc, err error) {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox, // tests run as root in CI
+		chromedp.DisableGPU,
+		chromedp.WindowSize(w, h),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	cancel = func() {
+		cancelTab()
+		cancelAlloc()
+	}
+	if err := chromedp.Do(ctx); err != nil { // starts the browser, opens the tab
+		cancel()
+		return nil, nil, fmt.Errorf("start %s: %w", path, err)
+	}
+	return ctx, cancel, nil
 }
 
 func (b *Browser) add(s string) {

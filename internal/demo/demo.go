@@ -64,6 +64,10 @@ type Options struct {
 	ModuleDir string
 	// Ready, if set, is called with the query API's URL once everything runs.
 	Ready func(queryURL string)
+	// Screenshots, if set, is the directory the dashboard's pictures are
+	// written into (DashboardPNG, VersionsPNG), 15 s after everything
+	// runs; the Duration must leave time for it.
+	Screenshots string
 }
 
 // Run runs the demo. With a Duration, it checks at the end that fleets of
@@ -197,7 +201,8 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
-	say("everything runs. Try, in another terminal:")
+	say("everything runs. The dashboard, live: %s/", queryURL)
+	say("Try, in another terminal:")
 	say("  curl -s '%s/v1/fleets?selector=platform=pc' | jq", queryURL)
 	say("  curl -s '%s/v1/labels/version' | jq", queryURL)
 	say("  curl -s '%s/v1/clusters' | jq", queryURL)
@@ -206,12 +211,21 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Ready != nil {
 		opts.Ready(queryURL)
 	}
+	shots := make(chan error, 1)
+	if opts.Screenshots != "" {
+		go func() { shots <- screenshots(ctx, queryURL, opts.Screenshots, say) }()
+	} else {
+		shots <- nil
+	}
 
 	show(ctx, out, view, opts.Interactive, errs)
 	select {
 	case err := <-errs:
 		return err
 	default:
+	}
+	if err := <-shots; err != nil {
+		return err
 	}
 	if opts.Duration > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return verify(out, queryURL)
