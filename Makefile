@@ -80,7 +80,7 @@ bench: ## Run every benchmark (about 40 min) on the emulators and the control pl
 	mkdir -p bin
 	@echo "make bench: about 40 minutes; each benchmark's line appears when it ends (the coalescing and the bill scenarios take 12 min each)"
 	eval "$$($(CONTROLPLANE) build)"; \
-	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
+	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1 CHROMIUM="$$($(CHROMIUM) path)" REQUIRE_BROWSER=1; \
 	$(EMULATORS) run -- bash -o pipefail -c '\
 	  $(GO) test -run="^$$" -bench=. -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) -timeout=30m ./firestoredb/ ./fleetapi/ && \
 	  $(GO) test -run="^$$" -bench=. -benchtime=1x -count=1 -timeout=90m ./emulator-tests/ -args $(BENCHFLAGS)' \
