@@ -3,9 +3,12 @@ package dashboard_test
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,12 +25,14 @@ import (
 )
 
 // world is an in-memory store behind a query instance, written as the
-// ingest function would.
+// ingest function would. While down, the instance's API answers 503.
 type world struct {
-	mem *fleetapitest.Memory
-	mu  sync.Mutex
-	seq int64
-	url string
+	mem  *fleetapitest.Memory
+	mu   sync.Mutex
+	seq  int64
+	url  string
+	srv  *httptest.Server
+	down atomic.Bool
 }
 
 func newWorld(t *testing.T) *world {
@@ -36,10 +41,23 @@ func newWorld(t *testing.T) *world {
 	svc := fleetapi.NewService(fleetapitest.Listening{Memory: w.mem}, fleetapi.Options{
 		WatchPoll: 20 * time.Millisecond, StaleAfter: time.Minute, Heartbeat: time.Second,
 	})
-	srv := httptest.NewServer(query.NewHandler(svc, logging.New(io.Discard, logging.LevelWarning)))
-	t.Cleanup(srv.Close)
-	w.url = srv.URL
+	h := query.NewHandler(svc, logging.New(io.Discard, logging.LevelWarning))
+	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if w.down.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
+			http.Error(rw, `{"error":{"code":503,"status":"UNAVAILABLE","message":"down for the test"}}`, http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(w.srv.Close)
+	w.url = w.srv.URL
 	return w
+}
+
+// outage makes the instance answer 503 and breaks the open streams.
+func (w *world) outage() {
+	w.down.Store(true)
+	w.srv.CloseClientConnections()
 }
 
 func (w *world) next() fleet.Version {
@@ -149,4 +167,60 @@ func TestDashboardFollowsTheStream(t *testing.T) {
 	errs := b.Errors()
 	require.Len(t, errs, 1, "the browser logs the refused request, and nothing else: %v", errs)
 	assert.Contains(t, errs[0], "status of 400")
+}
+
+// TestDashboardReconnectsByItself: a broken stream and an instance that
+// refuses for a while show as disconnected; the page comes back by itself,
+// with what changed meanwhile, and says so.
+func TestDashboardReconnectsByItself(t *testing.T) {
+	w := newWorld(t)
+	w.heartbeat("pc", 1, 0)
+	w.put("pc", "ranked", "1.42", 3)
+	b := browsertest.Start(t, 1400, 1000)
+	b.Do(t, chromedp.Navigate(w.url+"/"))
+	b.WaitFor(t, "live", `document.getElementById("conn").dataset.state === "live"`)
+
+	w.outage()
+	b.WaitFor(t, "shown disconnected", `document.getElementById("conn").dataset.state === "disconnected"`)
+	assert.Contains(t, browsertest.Eval[string](t, b, `document.getElementById("conn").textContent`), "Reconnecting in")
+	w.put("pc", "ranked", "1.42", 6) // while the page cannot hear
+	w.down.Store(false)
+	b.WaitFor(t, "live again", `document.getElementById("conn").dataset.state === "live"`)
+	b.WaitFor(t, "what changed meanwhile", rowText("pc/games/ranked", "ready")+` === "6"`)
+	for _, e := range b.Errors() {
+		// What the browser logs of the broken stream and of the refusals.
+		assert.Regexp(t, `/v1/(watch\?|labels/)\S* Failed to load resource: (net::ERR_INCOMPLETE_CHUNKED_ENCODING|the server responded with a status of 503)`, e)
+	}
+}
+
+// TestDashboardByKeyboard: the sort buttons work from the keyboard and say
+// their order; the address keeps the sort; changes are announced in the
+// live region.
+func TestDashboardByKeyboard(t *testing.T) {
+	w := newWorld(t)
+	w.heartbeat("pc", 3, 0)
+	w.put("pc", "a", "1.42", 9)
+	w.put("pc", "b", "1.42", 1)
+	w.put("pc", "c", "1.42", 5)
+	b := browsertest.Start(t, 1400, 1000)
+	b.Do(t, chromedp.Navigate(w.url+"/"))
+	b.WaitFor(t, "the set", `document.body.dataset.synced === "true" && document.querySelectorAll("#fleets tbody tr").length === 3`)
+	order := `[...document.querySelectorAll("#fleets tbody tr")].map(r => r.dataset.id.split("/")[2]).join("")`
+	assert.Equal(t, "abc", browsertest.Eval[string](t, b, order))
+
+	b.Do(t, chromedp.SendKeys(chromedp.CSS(`th[data-sort="ready"] button`), "\r"))
+	b.WaitFor(t, "sorted by ready", order+` === "bca"`)
+	assert.Equal(t, "ascending", browsertest.Eval[string](t, b, `document.querySelector('th[data-sort="ready"]').getAttribute("aria-sort")`))
+	b.Do(t, chromedp.SendKeys(chromedp.CSS(`th[data-sort="ready"] button`), "\r"))
+	b.WaitFor(t, "descending", order+` === "acb"`)
+	assert.Equal(t, "?sort=ready&desc=1", browsertest.Eval[string](t, b, `location.search`))
+
+	w.put("pc", "b", "1.42", 7)
+	b.WaitFor(t, "the change announced", `document.getElementById("announce").textContent.includes("1 changed")`)
+	require.Empty(t, b.Errors())
+
+	// The address restores the sort.
+	b.Do(t, chromedp.Reload())
+	b.WaitFor(t, "sorted after a reload", order+` === "abc"`) // a 9, b 7, c 5
+	assert.True(t, strings.HasPrefix(browsertest.Eval[string](t, b, `document.querySelector('th[data-sort="ready"]').getAttribute("aria-sort")`), "desc"))
 }

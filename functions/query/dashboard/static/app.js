@@ -548,13 +548,14 @@ async function loadLabels() {
     const res = await fetch("v1/labels/" + encodeURIComponent(key), { headers, cache: "no-store" });
     if (res.status === 304) return;
     const error = $("label-error");
-    if (!res.ok) {
+    if (res.status === 400) {
       const err = await apiError(res);
       error.textContent = err.message;
       error.hidden = false;
       $("label").setAttribute("aria-invalid", "true");
       return;
     }
+    if (!res.ok) return; // the connection's state says why; fetched again once the stream is back
     error.hidden = true;
     $("label").removeAttribute("aria-invalid");
     labels.key = key;
