@@ -12,8 +12,6 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/internal/browsertest"
-	"github.com/fleetcast/fleetcast/internal/controlplane"
-	"github.com/fleetcast/fleetcast/internal/kubetest"
 )
 
 // TestDashboardFollowsTheControlPlane: the dashboard in headless Chromium,
@@ -23,13 +21,7 @@ import (
 // without a reload, a delete removes it, and the cluster is marked stale
 // when its publisher stops. The filter comes from the page's address.
 func TestDashboardFollowsTheControlPlane(t *testing.T) {
-	c := controlplane.Require(t, cp, cpErr)
-	p := newPipeline(t)
-	ns := kubetest.NewNamespace(t, c)
-	p.nsName = ns.Name
-	cfg := p.publisherConfig(ns.Name)
-	cfg.SnapshotInterval = 500 * time.Millisecond // heartbeats well within StaleAfter
-	pub := kubetest.StartPublisher(t, cfg, c.RESTConfig(), p.transport(""))
+	p, ns, pub := publishedCluster(t)
 	srv := queryServer(t, p, fleetapi.Options{StaleAfter: 3 * time.Second, WatchPoll: 50 * time.Millisecond})
 
 	b := browsertest.Start(t, 1400, 1000)

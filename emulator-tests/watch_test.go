@@ -41,6 +41,20 @@ func queryServer(tb testing.TB, p *pipeline, opts fleetapi.Options) *httptest.Se
 	return srv
 }
 
+// publishedCluster is a pipeline whose cluster is a namespace of the
+// control plane, with its publisher running and sending a heartbeat every
+// 500 ms (well within the 3 s StaleAfter the watch tests use).
+func publishedCluster(t *testing.T) (*pipeline, *kubetest.Namespace, *kubetest.Publisher) {
+	t.Helper()
+	c := controlplane.Require(t, cp, cpErr)
+	p := newPipeline(t)
+	ns := kubetest.NewNamespace(t, c)
+	p.nsName = ns.Name
+	cfg := p.publisherConfig(ns.Name)
+	cfg.SnapshotInterval = 500 * time.Millisecond
+	return p, ns, kubetest.StartPublisher(t, cfg, c.RESTConfig(), p.transport(""))
+}
+
 // TestWatchFollowsTheControlPlane: one watch over each protocol, all on one
 // query instance, from a Fleet on the Kubernetes API server through the
 // publisher, Pub/Sub and the ingest function to Firestore: the initial
@@ -48,13 +62,7 @@ func queryServer(tb testing.TB, p *pipeline, opts fleetapi.Options) *httptest.Se
 // its publisher stops; and a client that reconnects gets exactly what it
 // missed.
 func TestWatchFollowsTheControlPlane(t *testing.T) {
-	c := controlplane.Require(t, cp, cpErr)
-	p := newPipeline(t)
-	ns := kubetest.NewNamespace(t, c)
-	p.nsName = ns.Name
-	cfg := p.publisherConfig(ns.Name)
-	cfg.SnapshotInterval = 500 * time.Millisecond // heartbeats well within StaleAfter
-	pub := kubetest.StartPublisher(t, cfg, c.RESTConfig(), p.transport(""))
+	p, ns, pub := publishedCluster(t)
 	ns.CreateFleet(ns.Name, "ranked", map[string]string{"platform": "pc"})
 	p.waitFleets("the fleet lands", []string{"ranked"}, live)
 

@@ -628,11 +628,7 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 	w.put(doc("pc", "games", "b", nil, 1, nil))
 	w.put(doc("pc", "games", "a", nil, 2, nil))
 	all(t, svc, NewQuery())
-	select {
-	case <-woken:
-	default:
-		t.Fatal("a sync that changed the view wakes its watches")
-	}
+	requireClosed(t, woken, "a sync that changed the view wakes its watches")
 	got := changes(0)
 	require.Len(t, got, 2)
 	kinds := map[string][2]int64{} // name → before and after ready, -1 when absent
@@ -657,11 +653,7 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 	w.heartbeat("ps5", 0)
 	w.heartbeat("xbox", 0)
 	all(t, svc, NewQuery())
-	select {
-	case <-woken:
-	default:
-		t.Fatal("a sync that saw new heartbeats wakes its watches")
-	}
+	requireClosed(t, woken, "a sync that saw new heartbeats wakes its watches")
 	beats := changes(2)
 	require.Len(t, beats, 3)
 	var beaten []string
@@ -730,6 +722,16 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 	assert.Equal(t, []string{"a"}, fleets, "the fleet left")
 	assert.Equal(t, []string{"xbox"}, fresh, "fresh again")
 	assert.ElementsMatch(t, []string{"pc", "ps5", "switch", "xbox"}, beat, "every cluster's new heartbeat")
+}
+
+// requireClosed fails the test unless ch is closed.
+func requireClosed(t *testing.T, ch <-chan struct{}, msg string) {
+	t.Helper()
+	select {
+	case <-ch:
+	default:
+		t.Fatal(msg)
+	}
 }
 
 // TestTheFeedIsBounded: the feed keeps the newest feedSize changes; a
