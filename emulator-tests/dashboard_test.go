@@ -18,8 +18,9 @@ import (
 // served by a query instance over the pipeline's Firestore, from a Fleet
 // on the Kubernetes API server through the publisher, Pub/Sub and the
 // ingest function: the fleet appears, a status patch updates its row
-// without a reload, a delete removes it, and the cluster is marked stale
-// when its publisher stops. The filter comes from the page's address.
+// without a reload, a delete removes it, and the cluster and its fleets
+// are marked stale when its publisher stops. The filter comes from the
+// page's address.
 func TestDashboardFollowsTheControlPlane(t *testing.T) {
 	p, ns, pub := publishedCluster(t)
 	srv := queryServer(t, p, fleetapi.Options{StaleAfter: 3 * time.Second, WatchPoll: 50 * time.Millisecond})
@@ -47,7 +48,11 @@ func TestDashboardFollowsTheControlPlane(t *testing.T) {
 	ns.DeleteFleet(ns.Name, "ranked")
 	b.WaitFor(t, "the deleted fleet gone", fmt.Sprintf(`!document.querySelector('tr[data-id=%q]')`, id))
 
+	casual := fmt.Sprintf(`document.querySelector('tr[data-id="%s/%s/casual"] [data-col=state]')?.textContent`, p.cluster, ns.Name)
+	ns.CreateFleet(ns.Name, "casual", map[string]string{"platform": "pc"})
+	b.WaitFor(t, "a new fleet", casual+` === "ok"`)
 	pub.Stop()
 	b.WaitFor(t, "the cluster marked stale", fmt.Sprintf(`document.querySelector('#clusters tr[data-cluster=%q]')?.dataset.stale === "true"`, p.cluster))
+	b.WaitFor(t, "its fleet kept, marked stale", casual+` === "stale"`)
 	require.Empty(t, b.Errors(), "the page reported errors")
 }

@@ -59,12 +59,15 @@ function writeURL(push) {
   else history.replaceState(null, "", url);
 }
 
+// watchParams are the stream's: the filter, and the fleets of stale
+// clusters too, shown marked rather than hidden.
 function watchParams() {
   const q = new URLSearchParams();
   const f = state.filter;
   if (f.selector) q.set("selector", f.selector);
   if (f.cluster) q.set("cluster", f.cluster);
   if (f.namespace) q.set("namespace", f.namespace);
+  q.set("includeStale", "true");
   return q;
 }
 
@@ -399,9 +402,14 @@ function renderFleets() {
     else th.removeAttribute("aria-sort");
   }
   let ready = 0;
-  for (const f of state.fleets.values()) ready += f.readyReplicas;
+  let stale = 0;
+  for (const f of state.fleets.values()) {
+    if (f.stale) stale++;
+    else ready += f.readyReplicas;
+  }
   $("summary").textContent = state.synced
-    ? `${n(ids.length)} fleets matching, ${n(ready)} ready replicas in them.`
+    ? `${n(ids.length)} fleets matching, ${n(ready)} ready replicas in those of live clusters` +
+      (stale ? `; ${n(stale)} in stale clusters.` : ".")
     : `Loading… ${n(ids.length)} fleets so far.`;
   $("page-info").textContent = ids.length
     ? `Fleets ${n(from + 1)}–${n(from + shown.length)} of ${n(ids.length)}, page ${n(page)} of ${n(pages)}`
