@@ -308,14 +308,21 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 		require.True(t, ok)
 		want[item.GetName()] = fitted
 	}
-	heartbeat := func() time.Time {
+	// The heartbeat must be a snapshot taken after the faults: one taken
+	// before and delivered late says nothing of the pipeline now.
+	var mark fleet.Version
+	for _, pub := range pubs {
+		if v := pub.Agent.Stamped(); v.Compare(mark) > 0 {
+			mark = v
+		}
+	}
+	heartbeat := func() fleet.Version {
 		cl, _ := p.clusterDoc()
 		if cl == nil {
-			return time.Time{}
+			return fleet.Version{}
 		}
-		return cl.IngestedAt
+		return cl.SnapshotVersion
 	}
-	afterFaults := time.Now()
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		diff := chaosDiff(t, p, want)
@@ -325,8 +332,8 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 		if n := len(chaosDocs(t, attacker)); n > 0 {
 			diff["(attacker)"] = fmt.Sprintf("%d documents of the forging cluster", n)
 		}
-		if !heartbeat().After(afterFaults) {
-			diff["(heartbeat)"] = "no heartbeat ingested since the faults ended"
+		if hb := heartbeat(); hb.Compare(mark) <= 0 {
+			diff["(heartbeat)"] = fmt.Sprintf("no snapshot taken after the faults ingested (the newest is %v; the faults ended at %v)", hb, mark)
 		}
 		if len(diff) == 0 {
 			raw, err := p.fs.Collection(firestoredb.FleetsCollection).Doc(poison).Get(t.Context())

@@ -289,6 +289,17 @@ func (a *Agent) Term() int64 {
 	return a.term
 }
 
+// Stamped returns the newest version stamped in the current term (zero
+// while not the writer): every event stamped later has a larger one.
+func (a *Agent) Stamped() fleet.Version {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.term == 0 {
+		return fleet.Version{}
+	}
+	return fleet.Version{Term: a.term, Seq: a.seq}
+}
+
 // Fleets returns the number of live fleets known.
 func (a *Agent) Fleets() int {
 	a.mu.Lock()

@@ -232,6 +232,18 @@ func TestAgentFollowerOnlyTracksAndStartTermPublishesEverything(t *testing.T) {
 	assert.Equal(t, int64(2), snap.Snapshot.FleetCount)
 	assert.Equal(t, int64(3), snap.Snapshot.Totals.ReadyReplicas)
 	assert.Equal(t, "pc", snap.Snapshot.ClusterLabels["platform"])
+	assert.Equal(t, snap.Version, a.Stamped(), "the newest version stamped")
+	a.Snapshot()
+	assert.Equal(t, 1, sink.take(t)[0].Version.Compare(snap.Version), "stamped later: larger")
+}
+
+func TestAgentStampsNothingWhileNotTheWriter(t *testing.T) {
+	a, _, _ := newTestAgent(t)
+	assert.Zero(t, a.Stamped())
+	a.StartTerm(7)
+	assert.Equal(t, fleet.Version{Term: 7, Seq: 1}, a.Stamped(), "the first snapshot")
+	a.StopTerm()
+	assert.Zero(t, a.Stamped())
 }
 
 func TestAgentStopTermStopsAtOnce(t *testing.T) {
