@@ -225,7 +225,6 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 	cfg.RefreshInterval = 2 * time.Second
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 2*time.Second, 1500*time.Millisecond, 200*time.Millisecond
 	var pubs []*kubetest.Publisher
-	ids := map[*kubetest.Publisher]string{}
 	instance := 0
 	startPublisher := func() {
 		instance++
@@ -233,9 +232,7 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 		cfg.ID = fmt.Sprintf("pub-%d", instance)
 		// Some instances run on a clock up to 2 minutes off.
 		skew := time.Duration(rng.IntN(5)-2) * time.Minute
-		pub := kubetest.StartPublisher(t, cfg, c.RESTConfig(), bus, kubetest.WithClockSkew(skew))
-		pubs = append(pubs, pub)
-		ids[pub] = cfg.ID
+		pubs = append(pubs, kubetest.StartPublisher(t, cfg, c.RESTConfig(), bus, kubetest.WithClockSkew(skew)))
 		log.add("publisher %s starts, its clock off by %v", cfg.ID, skew)
 	}
 	startPublisher()
@@ -343,7 +340,7 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("seed %d: Firestore diverges from the API server after the history: %v\ntrace (go test -run 'TestChaos' ./emulator-tests -args -chaos.first=%d -chaos.seeds=1):\n%s\n%s",
-				seed, diff, seed, log.about(slices.Collect(maps.Keys(diff))), chaosState(t, p, log.start, pubs, ids, fn.logs))
+				seed, diff, seed, log.about(slices.Collect(maps.Keys(diff))), chaosState(t, p, log.start, pubs, fn.logs))
 			return
 		}
 		<-time.After(200 * time.Millisecond)
@@ -353,7 +350,7 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 // chaosState describes, for a divergence, what each side holds at the end:
 // the cluster's documents, each running publisher's term and queues, and
 // what the function logged for the cluster. Times are since the seed began.
-func chaosState(tb testing.TB, p *pipeline, start time.Time, pubs []*kubetest.Publisher, ids map[*kubetest.Publisher]string, logs *logCollector) string {
+func chaosState(tb testing.TB, p *pipeline, start time.Time, pubs []*kubetest.Publisher, logs *logCollector) string {
 	tb.Helper()
 	since := func(t time.Time) string {
 		if t.IsZero() {
@@ -382,7 +379,7 @@ func chaosState(tb testing.TB, p *pipeline, start time.Time, pubs []*kubetest.Pu
 	for _, pub := range pubs {
 		queued, inflight := pub.Sender.Queued()
 		out = append(out, fmt.Sprintf("publisher %s: term %d, %d fleets, %d events queued, %d in flight",
-			ids[pub], pub.Agent.Term(), pub.Agent.Fleets(), queued, inflight))
+			pub.ID, pub.Agent.Term(), pub.Agent.Fleets(), queued, inflight))
 	}
 	lines := logs.matching(logging.KeyCluster, p.cluster)
 	out = append(out, fmt.Sprintf("the function logged %d lines for the cluster; the last ones:", len(lines)))
@@ -498,7 +495,7 @@ func TestChaosCheckerCatchesDivergences(t *testing.T) {
 	require.Contains(t, diff["ghost"], "extra")
 
 	// What a divergence reports of the end state.
-	state := chaosState(t, p, time.Now(), nil, nil, p.fn.logs)
+	state := chaosState(t, p, time.Now(), nil, p.fn.logs)
 	require.Contains(t, state, "cluster document: none")
 	require.Regexp(t, `document ghost: live ready=\d+ allocations=\d+ at \S+ by \S+, ingested at -\d+ms`, state)
 	require.Contains(t, state, "the function logged 2 lines for the cluster")

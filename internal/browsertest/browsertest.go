@@ -1,7 +1,8 @@
-// Package browsertest drives a real headless Chromium from tests with
-// chromedp. The browser is $CHROMIUM, else chromium on PATH; make test
-// installs it (scripts/chromium.sh) and sets REQUIRE_BROWSER=1, under
-// which a missing browser fails the test instead of skipping it.
+// Package browsertest drives a real headless Chromium with chromedp, for
+// tests (Start) and for make screenshots (Launch). The browser is
+// $CHROMIUM, else chromium on PATH; make test installs it
+// (scripts/chromium.sh) and sets REQUIRE_BROWSER=1, under which a missing
+// browser fails the test instead of skipping it.
 package browsertest
 
 import (

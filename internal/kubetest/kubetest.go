@@ -128,6 +128,7 @@ func Config(cluster, namespace string) publisher.Config {
 
 // Publisher is a publisher run in-process.
 type Publisher struct {
+	ID     string // the instance's, cfg.ID
 	Agent  *publisher.Agent
 	Sender *publisher.Sender
 	cancel context.CancelFunc
@@ -140,7 +141,7 @@ type Publisher struct {
 func StartPublisher(tb testing.TB, cfg publisher.Config, kube *rest.Config, t publisher.Transport, opts ...func(*publisher.Deps)) *Publisher {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Publisher{cancel: cancel, done: make(chan error, 1)}
+	p := &Publisher{ID: cfg.ID, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan struct{})
 	deps := publisher.Deps{
 		Kube:      kube,

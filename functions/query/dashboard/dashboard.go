@@ -12,10 +12,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"maps"
 	"mime"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -36,18 +39,10 @@ type asset struct {
 	etag        string
 }
 
-// Handler serves the page at "/" and its assets under AssetPrefix; any
-// other path is not its own (a 404 it leaves to notFound).
-type Handler struct {
-	assets   map[string]asset // by name under static/
-	notFound http.Handler
-	modTime  time.Time
-}
-
-// New returns the dashboard's handler; notFound answers paths that are
-// neither the page nor one of its assets.
-func New(notFound http.Handler) *Handler {
-	h := &Handler{assets: map[string]asset{}, notFound: notFound}
+// loadAssets reads the embedded files once, with their content types and
+// entity tags, by name under static/.
+var loadAssets = sync.OnceValues(func() (map[string]asset, error) {
+	assets := map[string]asset{}
 	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -61,22 +56,31 @@ func New(notFound http.Handler) *Handler {
 			ct = http.DetectContentType(body)
 		}
 		sum := sha256.Sum256(body)
-		h.assets[strings.TrimPrefix(p, "static/")] = asset{body: body, contentType: ct, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
+		assets[strings.TrimPrefix(p, "static/")] = asset{body: body, contentType: ct, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
 		return nil
 	})
 	if err != nil {
-		panic(fmt.Sprintf("dashboard: embedded files: %v", err)) // the build embeds them: cannot happen
+		return nil, fmt.Errorf("dashboard: the embedded files: %w", err)
 	}
-	return h
+	return assets, nil
+})
+
+// Handler serves the page at "/" and its assets under AssetPrefix; any
+// other path is not its own (a 404 it leaves to notFound).
+type Handler struct {
+	notFound http.Handler
+}
+
+// New returns the dashboard's handler; notFound answers paths that are
+// neither the page nor one of its assets.
+func New(notFound http.Handler) *Handler {
+	return &Handler{notFound: notFound}
 }
 
 // Assets lists the names of the embedded files.
-func (h *Handler) Assets() []string {
-	out := make([]string, 0, len(h.assets))
-	for name := range h.assets {
-		out = append(out, name)
-	}
-	return out
+func Assets() ([]string, error) {
+	assets, err := loadAssets()
+	return slices.Collect(maps.Keys(assets)), err
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -87,7 +91,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(r.URL.Path, AssetPrefix):
 		name = strings.TrimPrefix(r.URL.Path, AssetPrefix)
 	}
-	a, ok := h.assets[name]
+	assets, err := loadAssets()
+	if err != nil { // a build that embedded no files: nothing to serve
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	a, ok := assets[name]
 	if !ok || name == "index.html" && r.URL.Path != "/" {
 		h.notFound.ServeHTTP(w, r)
 		return
@@ -106,5 +115,5 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// page never runs with the old one's script.
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("ETag", a.etag)
-	http.ServeContent(w, r, name, h.modTime, bytes.NewReader(a.body))
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(a.body))
 }

@@ -24,7 +24,9 @@ const state = {
   synced: false,
   conn: null, // the AbortController of the open stream
   lastHeard: 0,
-  failures: 0,
+  failures: 0, // connections failed in a row, for the backoff
+  retryTimer: 0,
+  closing: "", // why the open stream is ending, when the page or server said
   order: null, // fleet ids in display order; null when it must be sorted again
   changed: new Set(), // ids changed since the last render, flashed
   counts: { added: 0, modified: 0, removed: 0 }, // for the live region
