@@ -34,6 +34,10 @@ type Document struct {
 	Status      *DocStatus        `json:"status,omitempty" firestore:"status,omitempty"`
 	// Degraded says what the publisher dropped from the state, and why.
 	Degraded string `json:"degraded,omitempty" firestore:"degraded,omitempty"`
+	// Rollout is absent while unknown (no set seen, or an older publisher);
+	// Autoscalers absent when none targets the fleet.
+	Rollout     *Rollout     `json:"rollout,omitempty" firestore:"rollout,omitempty"`
+	Autoscalers []Autoscaler `json:"autoscalers,omitempty" firestore:"autoscalers,omitempty"`
 
 	Publisher Publisher `json:"publisher" firestore:"publisher"`
 	// ObservedAt is when the publisher saw this state (its clock);
@@ -167,10 +171,14 @@ func ApplyFleetEvent(stored *Document, ev Event, now time.Time, retention time.D
 		Spec:        &ev.Fleet.Spec,
 		Status:      NewDocStatus(ev.Fleet.Status),
 		Degraded:    ev.Fleet.Degraded,
+		Autoscalers: ev.Fleet.Autoscalers,
 		Publisher:   ev.Publisher,
 		ObservedAt:  observed,
 		IngestedAt:  now,
 		LagMillis:   now.Sub(observed).Milliseconds(),
+	}
+	if ev.Fleet.Rollout.Known() {
+		d.Rollout = &ev.Fleet.Rollout
 	}
 	switch {
 	case stored == nil:

@@ -217,6 +217,12 @@ func EncodeEvent(e Event) ([]byte, error) {
 	e.Fleet.Labels = nonNil(e.Fleet.Labels)
 	e.Fleet.Annotations = nonNil(e.Fleet.Annotations)
 	e.Fleet.Status = e.Fleet.Status.nonNil()
+	if e.Fleet.Rollout.Sets == nil {
+		e.Fleet.Rollout.Sets = []GameServerSet{}
+	}
+	if e.Fleet.Autoscalers == nil {
+		e.Fleet.Autoscalers = []Autoscaler{}
+	}
 	e.Snapshot.ClusterLabels = nonNil(e.Snapshot.ClusterLabels)
 	e.Snapshot.Totals = e.Snapshot.Totals.nonNil()
 	if e.Snapshot.Fleets == nil {

@@ -24,6 +24,12 @@ type State struct {
 	// state to publish it, and why. Added after schemaVersion 1's first
 	// release, with a default: older publishers omit it.
 	Degraded string `json:"degraded"`
+	// Rollout is the progress of the fleet's rollout; Autoscalers are the
+	// FleetAutoscalers targeting it, sorted by name (more than one is a
+	// misconfiguration, shown as it is). Added after schemaVersion 1's
+	// first release, with defaults: older publishers omit them.
+	Rollout     Rollout      `json:"rollout"`
+	Autoscalers []Autoscaler `json:"autoscalers"`
 }
 
 // Spec is the part of a Fleet's spec that matchmakers and autoscalers use.
@@ -82,8 +88,8 @@ const upsertEnvelope = 4 << 10
 
 // Fit returns s as it can be published: unchanged when it is valid and an
 // upsert of it fits MaxUpsertBytes; otherwise reduced by dropping, in this
-// order and only as far as needed, the annotations, the lists, the
-// counters, the labels, and a scheduling or strategy type this version
+// order and only as far as needed, the annotations, the autoscalers, the
+// rollout, the lists, the counters, the labels, and a scheduling or strategy type this version
 // does not know — with Degraded saying what was dropped and the first
 // reason. ok is false when even that does not fit (an invalid UID, a
 // negative count): such a fleet cannot be published at all.
@@ -95,17 +101,23 @@ func Fit(s State) (fitted State, ok bool) {
 	}
 	steps := []struct {
 		what string
+		has  func(State) bool
 		drop func(*State)
 	}{
-		{"annotations", func(s *State) { s.Annotations = nil }},
-		{"lists", func(s *State) { s.Status.Lists = nil }},
-		{"counters", func(s *State) { s.Status.Counters = nil }},
-		{"labels", func(s *State) { s.Labels = nil }},
-		{"spec", func(s *State) { s.Spec.Scheduling, s.Spec.StrategyType = "", "" }},
+		{"annotations", func(s State) bool { return len(s.Annotations) > 0 }, func(s *State) { s.Annotations = nil }},
+		{"autoscalers", func(s State) bool { return len(s.Autoscalers) > 0 }, func(s *State) { s.Autoscalers = nil }},
+		{"rollout", func(s State) bool { return s.Rollout.Known() }, func(s *State) { s.Rollout = Rollout{} }},
+		{"lists", func(s State) bool { return len(s.Status.Lists) > 0 }, func(s *State) { s.Status.Lists = nil }},
+		{"counters", func(s State) bool { return len(s.Status.Counters) > 0 }, func(s *State) { s.Status.Counters = nil }},
+		{"labels", func(s State) bool { return len(s.Labels) > 0 }, func(s *State) { s.Labels = nil }},
+		{"spec", func(s State) bool { return s.Spec.Scheduling != "" || s.Spec.StrategyType != "" }, func(s *State) { s.Spec.Scheduling, s.Spec.StrategyType = "", "" }},
 	}
 	s = s.Clone()
 	var dropped []string
 	for _, step := range steps {
+		if !step.has(s) {
+			continue
+		}
 		step.drop(&s)
 		dropped = append(dropped, step.what)
 		if fits(s) == nil {
@@ -222,7 +234,10 @@ func (s State) Equal(o State) bool {
 		maps.Equal(s.Annotations, o.Annotations) &&
 		s.Spec == o.Spec &&
 		s.Status.Equal(o.Status) &&
-		s.Degraded == o.Degraded
+		s.Degraded == o.Degraded &&
+		s.Rollout.Complete == o.Rollout.Complete &&
+		slices.Equal(s.Rollout.Sets, o.Rollout.Sets) &&
+		slices.Equal(s.Autoscalers, o.Autoscalers)
 }
 
 // Equal reports whether s and o are the same status.
@@ -244,6 +259,8 @@ func (s State) Clone() State {
 	s.Annotations = maps.Clone(s.Annotations)
 	s.Status.Counters = maps.Clone(s.Status.Counters)
 	s.Status.Lists = maps.Clone(s.Status.Lists)
+	s.Rollout.Sets = slices.Clone(s.Rollout.Sets)
+	s.Autoscalers = slices.Clone(s.Autoscalers)
 	return s
 }
 
@@ -282,7 +299,13 @@ func (s State) Validate() error {
 	if s.Spec.Replicas < 0 {
 		return fmt.Errorf("%w: fleet.spec.replicas %d: must not be negative", ErrInvalid, s.Spec.Replicas)
 	}
-	return s.Status.validate("fleet.status")
+	if err := s.Status.validate("fleet.status"); err != nil {
+		return err
+	}
+	if err := s.Rollout.validate(); err != nil {
+		return err
+	}
+	return validateAutoscalers(s.Autoscalers)
 }
 
 func (s Status) validate(field string) error {

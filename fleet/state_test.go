@@ -3,6 +3,7 @@ package fleet
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,7 +77,22 @@ func TestFitDropsOptionalPartsInOrder(t *testing.T) {
 	assert.Nil(t, got.Status.Counters)
 	assert.Nil(t, got.Status.Lists, "lists go before counters")
 	assert.Equal(t, base.Labels, got.Labels)
-	assert.Contains(t, got.Degraded, "dropped annotations, lists, counters: ")
+	assert.Contains(t, got.Degraded, "dropped lists, counters: ", "only what was there is named")
+
+	crowded := base.Clone()
+	var sets []GameServerSet
+	for i := range MaxRolloutSets + 1 {
+		sets = append(sets, GameServerSet{Name: fmt.Sprintf("set-%03d", i), Current: i == 0})
+	}
+	crowded.Rollout = RolloutOf(3, sets)
+	crowded.Autoscalers = []Autoscaler{{Name: "scaler", Policy: AutoscalerPolicy{Type: "Buffer", BufferSize: "2"}}}
+	got, ok = Fit(crowded)
+	require.True(t, ok)
+	assert.False(t, got.Rollout.Known())
+	assert.Nil(t, got.Autoscalers, "autoscalers go before the rollout")
+	assert.Equal(t, base.Status.Counters, got.Status.Counters)
+	assert.Contains(t, got.Degraded, "dropped autoscalers, rollout: ")
+	assert.Contains(t, got.Degraded, "fleet.rollout.sets")
 
 	unknown := base.Clone()
 	unknown.Spec.Scheduling = "Spread"
@@ -87,4 +103,32 @@ func TestFitDropsOptionalPartsInOrder(t *testing.T) {
 
 	_, ok = Fit(State{UID: strings.Repeat("u", MaxUIDLen+1)})
 	assert.False(t, ok, "an invalid UID cannot be fitted")
+}
+
+func TestRolloutOf(t *testing.T) {
+	set := func(name string, current bool, replicas, ready, reserved, allocated int64) GameServerSet {
+		return GameServerSet{Name: name, Current: current, Replicas: replicas, ReadyReplicas: ready,
+			ReservedReplicas: reserved, AllocatedReplicas: allocated}
+	}
+	for _, tc := range []struct {
+		name     string
+		desired  int64
+		sets     []GameServerSet
+		complete bool
+	}{
+		{"no set yet", 3, nil, false},
+		{"only an old set", 3, []GameServerSet{set("old", false, 3, 3, 0, 0)}, false},
+		{"new set ready, old one not empty", 3, []GameServerSet{set("old", false, 1, 0, 0, 1), set("new", true, 3, 3, 0, 0)}, false},
+		{"new set short of desired", 3, []GameServerSet{set("old", false, 0, 0, 0, 0), set("new", true, 3, 2, 0, 0)}, false},
+		{"old set empty, new one running", 3, []GameServerSet{set("old", false, 0, 0, 0, 0), set("new", true, 3, 1, 1, 1)}, true},
+		{"a single set, scaled to zero", 0, []GameServerSet{set("only", true, 0, 0, 0, 0)}, true},
+		{"two current sets", 1, []GameServerSet{set("a", true, 1, 1, 0, 0), set("b", true, 0, 0, 0, 0)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := RolloutOf(tc.desired, tc.sets)
+			assert.Equal(t, tc.complete, r.Complete)
+			assert.True(t, slices.IsSortedFunc(r.Sets, func(a, b GameServerSet) int { return strings.Compare(a.Name, b.Name) }))
+			assert.Equal(t, len(tc.sets) > 0, r.Known())
+		})
+	}
 }

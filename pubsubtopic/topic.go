@@ -5,6 +5,8 @@ package pubsubtopic
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	schema "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -58,21 +61,18 @@ func Message(ev fleet.Event) (*pubsub.Message, error) {
 	}, nil
 }
 
-// EnsureTopic creates, unless they exist, the Avro schema schemaID and the
-// topic topicID that validates messages against it with JSON encoding, in
-// the client's project.
+// EnsureTopic creates, unless they exist, the Avro schema schemaID with
+// every revision of the fleet event schema, oldest first, and the topic
+// topicID that validates messages against it with JSON encoding, in the
+// client's project. The topic names no revision range, so an event of any
+// revision passes, as on a deployment upgraded release by release.
 func EnsureTopic(ctx context.Context, client *pubsub.Client, schemaClient *schema.SchemaClient, topicID, schemaID string) error {
 	project := client.Project()
 	schemaName := fmt.Sprintf("projects/%s/schemas/%s", project, schemaID)
-	_, err := schemaClient.CreateSchema(ctx, &pubsubpb.CreateSchemaRequest{
-		Parent:   "projects/" + project,
-		SchemaId: schemaID,
-		Schema:   &pubsubpb.Schema{Type: pubsubpb.Schema_AVRO, Definition: string(schemas.FleetEventAvro)},
-	})
-	if err != nil && status.Code(err) != codes.AlreadyExists {
-		return fmt.Errorf("create schema %s: %w", schemaName, err)
+	if err := ensureRevisions(ctx, schemaClient, project, schemaID); err != nil {
+		return err
 	}
-	_, err = client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{
+	_, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{
 		Name:           TopicName(project, topicID),
 		SchemaSettings: &pubsubpb.SchemaSettings{Schema: schemaName, Encoding: pubsubpb.Encoding_JSON},
 	})
@@ -80,6 +80,64 @@ func EnsureTopic(ctx context.Context, client *pubsub.Client, schemaClient *schem
 		return fmt.Errorf("create topic %s: %w", topicID, err)
 	}
 	return nil
+}
+
+// ensureRevisions creates the schema with the first revision and commits
+// each later one it does not hold yet.
+func ensureRevisions(ctx context.Context, schemaClient *schema.SchemaClient, project, schemaID string) error {
+	schemaName := fmt.Sprintf("projects/%s/schemas/%s", project, schemaID)
+	revs, err := schemas.FleetEventRevisions()
+	if err != nil {
+		return err
+	}
+	_, err = schemaClient.CreateSchema(ctx, &pubsubpb.CreateSchemaRequest{
+		Parent:   "projects/" + project,
+		SchemaId: schemaID,
+		Schema:   &pubsubpb.Schema{Type: pubsubpb.Schema_AVRO, Definition: string(revs[0])},
+	})
+	if err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("create schema %s: %w", schemaName, err)
+	}
+	held := map[string]bool{}
+	it := schemaClient.ListSchemaRevisions(ctx, &pubsubpb.ListSchemaRevisionsRequest{Name: schemaName, View: pubsubpb.SchemaView_FULL})
+	for {
+		s, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("list revisions of schema %s: %w", schemaName, err)
+		}
+		held[canonicalJSON(s.GetDefinition())] = true
+	}
+	for i, def := range revs {
+		if held[canonicalJSON(string(def))] {
+			continue
+		}
+		_, err := schemaClient.CommitSchema(ctx, &pubsubpb.CommitSchemaRequest{
+			Name:   schemaName,
+			Schema: &pubsubpb.Schema{Name: schemaName, Type: pubsubpb.Schema_AVRO, Definition: string(def)},
+		})
+		if err != nil {
+			return fmt.Errorf("commit revision %d of schema %s: %w", i+1, schemaName, err)
+		}
+		held[canonicalJSON(string(def))] = true
+	}
+	return nil
+}
+
+// canonicalJSON re-encodes a schema definition, so that revisions compare
+// whatever the server did to their whitespace.
+func canonicalJSON(s string) string {
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return s
+	}
+	return string(b)
 }
 
 // TopicName returns the full resource name of a topic.
