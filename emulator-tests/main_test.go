@@ -75,7 +75,7 @@ func testMain(m *testing.M) int {
 	}
 	defer ingestFn.stop()
 	// The publisher's tests also need a Kubernetes control plane.
-	cp, cpErr = controlplane.StartWithFleetCRD()
+	cp, cpErr = controlplane.StartWithAgonesCRDs()
 	if cp != nil {
 		defer cp.Stop()
 	}

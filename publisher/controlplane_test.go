@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 func testMain(m *testing.M) int {
 	// client-go logs through klog; keep test output readable.
 	klog.SetSlogLogger(logging.New(kubetest.LogWriter("klog"), slog.LevelInfo))
-	cp, cpErr = controlplane.StartWithFleetCRD()
+	cp, cpErr = controlplane.StartWithAgonesCRDs()
 	if cp != nil {
 		defer cp.Stop()
 	}

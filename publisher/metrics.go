@@ -37,6 +37,10 @@ type Metrics struct {
 	Leader prometheus.Gauge
 	// Term is the current term (0 while not leader).
 	Term prometheus.Gauge
+	// OrphanAutoscalers counts FleetAutoscalers targeting a fleet that is
+	// not published; SharedFleets the fleets several autoscalers target.
+	OrphanAutoscalers prometheus.Gauge
+	SharedFleets      prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them with reg, with a gauge
@@ -96,8 +100,17 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) (*Metrics, er
 			Name: "fleetcast_publisher_term",
 			Help: "The current term, the fencing token of this instance's events.",
 		}),
+		OrphanAutoscalers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetcast_publisher_orphan_autoscalers",
+			Help: "FleetAutoscalers targeting a fleet that is not published (missing, or outside --label-selector); each logged at WARNING.",
+		}),
+		SharedFleets: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetcast_publisher_shared_autoscaler_fleets",
+			Help: "Fleets that more than one FleetAutoscaler targets; each logged at WARNING, all listed in the fleet's state.",
+		}),
 	}
 	for _, c := range []prometheus.Collector{
+		m.OrphanAutoscalers, m.SharedFleets,
 		m.Publishes, m.InformerEvents, m.Coalesced, m.Unchanged, m.Invalid, m.Refreshed, m.InvalidSnapshots, m.Degraded, m.Unvouched,
 		m.PublishLatency, m.LastSnapshot, m.Leader, m.Term,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

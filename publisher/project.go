@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -194,4 +195,32 @@ func sortedKeys(m map[string]any) []string {
 	// Sorted for a deterministic first error.
 	slices.Sort(keys)
 	return keys
+}
+
+func (r *reader) bool(path ...string) bool {
+	v, ok := r.get(path...)
+	if !ok {
+		return false
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		r.fail(path, "a boolean", v)
+	}
+	return b
+}
+
+// intOrString reads a Kubernetes IntOrString ("5" or "20%") as text.
+func (r *reader) intOrString(path ...string) string {
+	v, ok := r.get(path...)
+	if !ok {
+		return ""
+	}
+	if s, isString := v.(string); isString {
+		return s
+	}
+	n := r.int(path...)
+	if r.err != nil {
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
@@ -245,76 +244,36 @@ func takeTerm(ctx context.Context, terms *TermStore, holder string, log *slog.Lo
 	}
 }
 
-// startInformers starts one Fleet informer per namespace, waits for their
-// caches, and returns a function stopping them.
+// startInformers starts the informers of each watched namespace (Fleets,
+// their GameServerSets, FleetAutoscalers), waits for their caches, and
+// returns a function stopping them.
 func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agent *Agent, m *Metrics, log *slog.Logger) (func(), error) {
 	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	stop := make(chan struct{})
+	j := &joiner{cfg: cfg, agent: agent, m: m, log: log}
 	var factories []dynamicinformer.DynamicSharedInformerFactory
 	var syncs []cache.InformerSynced
-	observe := func(obj any) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return
-		}
-		k, s, err := cfg.Projection.Project(cfg.Cluster, u)
-		if err == nil {
-			err = k.Validate()
-		}
-		if err != nil {
-			m.Invalid.Inc()
-			log.Error("fleet not published: its state is invalid", logging.KeyFleet, u.GetNamespace()+"/"+u.GetName(), logging.KeyError, err.Error())
-			return
-		}
-		fitted, ok := fleet.Fit(s)
-		if !ok {
-			m.Invalid.Inc()
-			log.Error("fleet not published: its state is invalid even reduced", logging.KeyFleet, k.DocID(), logging.KeyError, s.Validate().Error())
-			return
-		}
-		if fitted.Degraded != "" {
-			m.Degraded.Inc()
-			log.Error("fleet published degraded: parts of its state dropped to fit", logging.KeyFleet, k.DocID(), logging.KeyReason, fitted.Degraded)
-		}
-		agent.Upsert(k, fitted)
-	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			m.InformerEvents.WithLabelValues("add").Inc()
-			observe(obj)
-		},
-		UpdateFunc: func(_, obj any) {
-			m.InformerEvents.WithLabelValues("update").Inc()
-			observe(obj)
-		},
-		DeleteFunc: func(obj any) {
-			m.InformerEvents.WithLabelValues("delete").Inc()
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				agent.Delete(fleet.Key{Cluster: cfg.Cluster, Namespace: u.GetNamespace(), Name: u.GetName()})
-			}
-		},
-	}
 	for _, ns := range namespaces {
-		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, func(o *metav1.ListOptions) {
+		// The label selector picks fleets; their sets and autoscalers
+		// carry no fleet labels, and are joined by name.
+		fleets := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, func(o *metav1.ListOptions) {
 			o.LabelSelector = cfg.LabelSelector
 		})
-		inf := f.ForResource(FleetGVR).Informer()
-		// Drop what is never published before it enters the cache: the
-		// game server template and managedFields are most of a Fleet.
-		if err := inf.SetTransform(trimFleet); err != nil {
-			return nil, fmt.Errorf("fleet informer: %w", err)
+		others := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
+		inf := &nsInformers{
+			fleets:  fleets.ForResource(FleetGVR).Informer(),
+			sets:    others.ForResource(GameServerSetGVR).Informer(),
+			scalers: others.ForResource(FleetAutoscalerGVR).Informer(),
 		}
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			return nil, fmt.Errorf("fleet informer: %w", err)
+		if err := j.wire(inf); err != nil {
+			return nil, err
 		}
-		factories = append(factories, f)
-		syncs = append(syncs, inf.HasSynced)
+		j.informers = append(j.informers, inf)
+		factories = append(factories, fleets, others)
+		syncs = append(syncs, inf.fleets.HasSynced, inf.sets.HasSynced, inf.scalers.HasSynced)
 	}
 	for _, f := range factories {
 		f.Start(stop)
@@ -327,21 +286,10 @@ func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agen
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
 		stopAll()
-		return nil, fmt.Errorf("fleet informers did not sync: %w", context.Cause(ctx))
+		return nil, fmt.Errorf("informers did not sync (is the publisher allowed to list fleets, gameserversets and fleetautoscalers?): %w", context.Cause(ctx))
 	}
+	j.countMisconfigured()
 	return stopAll, nil
-}
-
-// trimFleet runs on each object as it is decoded, before the informer
-// caches it, so it may be changed here (and only here).
-func trimFleet(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	u.SetManagedFields(nil)
-	unstructured.RemoveNestedField(u.Object, "spec", "template")
-	return u, nil
 }
 
 // serveOps serves /metrics, /healthz and /readyz on addr.

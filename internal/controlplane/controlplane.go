@@ -41,12 +41,18 @@ const (
 	RequireEnv   = "REQUIRE_CONTROLPLANE"
 )
 
-// FleetCRD is a structural subset of Agones' Fleet CRD: the fields the
-// publisher reads, unknown status fields preserved, with the status and
-// scale subresources. Real clusters install Agones' own.
-//
-//go:embed fleet-crd.yaml
-var FleetCRD []byte
+// FleetCRD, GameServerSetCRD and FleetAutoscalerCRD are structural
+// subsets of Agones' CRDs, following their schemas for the fields the
+// publisher reads, with their subresources. Real clusters install Agones'
+// own.
+var (
+	//go:embed fleet-crd.yaml
+	FleetCRD []byte
+	//go:embed gameserverset-crd.yaml
+	GameServerSetCRD []byte
+	//go:embed fleetautoscaler-crd.yaml
+	FleetAutoscalerCRD []byte
+)
 
 // ControlPlane is a running etcd and kube-apiserver on loopback ports.
 type ControlPlane struct {
@@ -92,11 +98,11 @@ func Require(tb testing.TB, cp *ControlPlane, startErr error) *ControlPlane {
 	return nil
 }
 
-// StartWithFleetCRD is what a test package's TestMain calls: when the
-// binaries are configured, it starts a control plane with the Fleet CRD
-// installed; when not, it returns nil and no error, and tests calling
+// StartWithAgonesCRDs is what a test package's TestMain calls: when the
+// binaries are configured, it starts a control plane with the Fleet,
+// GameServerSet and FleetAutoscaler CRDs installed; when not, it returns nil and no error, and tests calling
 // Require skip or fail.
-func StartWithFleetCRD() (*ControlPlane, error) {
+func StartWithAgonesCRDs() (*ControlPlane, error) {
 	if ok, _ := Available(); !ok {
 		return nil, nil
 	}
@@ -106,7 +112,7 @@ func StartWithFleetCRD() (*ControlPlane, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := cp.InstallFleetCRD(ctx); err != nil {
+	if err := cp.InstallAgonesCRDs(ctx); err != nil {
 		cp.Stop()
 		return nil, err
 	}
@@ -345,34 +351,43 @@ func (cp *ControlPlane) Kubectl(ctx context.Context, args ...string) (string, er
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// InstallFleetCRD creates the Fleet CRD (unless it exists) and waits until
-// it is established.
-func (cp *ControlPlane) InstallFleetCRD(ctx context.Context) error {
+// InstallAgonesCRDs creates the Fleet, GameServerSet and FleetAutoscaler
+// CRDs (unless they exist) and waits until they are established.
+func (cp *ControlPlane) InstallAgonesCRDs(ctx context.Context) error {
 	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
 	if err != nil {
 		return err
 	}
-	var obj map[string]any
-	if err := yaml.Unmarshal(FleetCRD, &obj); err != nil {
-		return fmt.Errorf("parse fleet CRD: %w", err)
-	}
-	crd := &unstructured.Unstructured{Object: obj}
-	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
-		return fmt.Errorf("create fleet CRD: %w", err)
+	var crds []*unstructured.Unstructured
+	for _, manifest := range [][]byte{FleetCRD, GameServerSetCRD, FleetAutoscalerCRD} {
+		var obj map[string]any
+		if err := yaml.Unmarshal(manifest, &obj); err != nil {
+			return fmt.Errorf("parse CRD: %w", err)
+		}
+		crd := &unstructured.Unstructured{Object: obj}
+		if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+			return fmt.Errorf("create CRD %s: %w", crd.GetName(), err)
+		}
+		crds = append(crds, crd)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		got, err := dyn.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
-		if err == nil && established(got) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+	for _, crd := range crds {
+		for {
+			got, err := dyn.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
+			if err == nil && established(got) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("CRD %s not established after 30 s", crd.GetName())
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 	}
-	return errors.New("fleet CRD not established after 30 s")
+	return nil
 }
 
 func established(crd *unstructured.Unstructured) bool {

@@ -93,7 +93,7 @@ func Run(ctx context.Context, opts Options) error {
 	defer os.RemoveAll(tmp)
 
 	say("starting a Kubernetes control plane (etcd + kube-apiserver) with the Fleet CRD")
-	cp, err := controlplane.StartWithFleetCRD()
+	cp, err := controlplane.StartWithAgonesCRDs()
 	if err != nil {
 		return fmt.Errorf("control plane: %w", err)
 	}

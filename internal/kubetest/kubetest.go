@@ -5,7 +5,6 @@ package kubetest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -82,12 +80,9 @@ func (n *Namespace) CreateFleet(ns, name string, labels map[string]string) {
 }
 
 // Patch merge-patches a Fleet (or its subresource).
-func (n *Namespace) Patch(ns, name string, patch map[string]any, subresource ...string) {
+func (n *Namespace) Patch(ns, name string, p map[string]any, subresource ...string) {
 	n.tb.Helper()
-	b, err := json.Marshal(patch)
-	require.NoError(n.tb, err)
-	_, err = n.Fleets(ns).Patch(n.tb.Context(), name, types.MergePatchType, b, metav1.PatchOptions{}, subresource...)
-	require.NoError(n.tb, err)
+	patch(n, n.Fleets(ns), name, p, subresource...)
 }
 
 // SetStatus merge-patches a Fleet's status through the status subresource,
