@@ -33,6 +33,35 @@ type Fleet struct {
 	Stale             bool                          `json:"stale"`
 	// Degraded says what the publisher dropped from the state, and why.
 	Degraded string `json:"degraded,omitempty"`
+	// Rollout is absent while unknown; Autoscalers when none targets the
+	// fleet.
+	Rollout     *fleet.Rollout `json:"rollout,omitempty"`
+	Autoscalers []Autoscaler   `json:"autoscalers,omitempty"`
+}
+
+// Autoscaler is a FleetAutoscaler targeting a fleet.
+type Autoscaler struct {
+	Name            string                 `json:"name"`
+	Policy          fleet.AutoscalerPolicy `json:"policy"`
+	SyncSeconds     int64                  `json:"syncSeconds"`
+	CurrentReplicas int64                  `json:"currentReplicas"`
+	DesiredReplicas int64                  `json:"desiredReplicas"`
+	AbleToScale     bool                   `json:"ableToScale"`
+	ScalingLimited  bool                   `json:"scalingLimited"`
+	// LastScaleTime is absent when it never scaled.
+	LastScaleTime *time.Time `json:"lastScaleTime,omitempty"`
+}
+
+// NewAutoscaler shapes a document's autoscaler.
+func NewAutoscaler(a fleet.Autoscaler) Autoscaler {
+	out := Autoscaler{Name: a.Name, Policy: a.Policy, SyncSeconds: a.SyncSeconds,
+		CurrentReplicas: a.Status.CurrentReplicas, DesiredReplicas: a.Status.DesiredReplicas,
+		AbleToScale: a.Status.AbleToScale, ScalingLimited: a.Status.ScalingLimited}
+	if a.Status.LastScaleTime != 0 {
+		t := a.Status.LastScaleTime.Time()
+		out.LastScaleTime = &t
+	}
+	return out
 }
 
 // FleetList is a page of fleets.
@@ -58,6 +87,10 @@ func NewFleet(d *fleet.Document, stale bool) Fleet {
 		f.CurrentReplicas, f.ReadyReplicas, f.AllocatedReplicas = s.Replicas, s.ReadyReplicas, s.AllocatedReplicas
 		f.ReservedReplicas, f.Allocations, f.Players = s.ReservedReplicas, s.Allocations, s.Players
 		f.Counters, f.Lists = nonNil(s.Counters), nonNil(s.Lists)
+	}
+	f.Rollout = d.Rollout
+	for _, a := range d.Autoscalers {
+		f.Autoscalers = append(f.Autoscalers, NewAutoscaler(a))
 	}
 	return f
 }

@@ -45,16 +45,19 @@ type Query struct {
 	MinAvailable int64
 	List         string // with MinListAvailable
 	MinListAvail int64
-	IncludeStale bool
-	OrderBy      string
-	PageSize     int
+	// RolloutComplete, when set, keeps the fleets whose rollout is known
+	// and complete (true) or known and in progress (false).
+	RolloutComplete *bool
+	IncludeStale    bool
+	OrderBy         string
+	PageSize        int
 	// After is the position of the last item of the previous page.
 	After *Cursor
 }
 
 var knownParams = map[string]bool{
 	"cluster": true, "namespace": true, "selector": true, "minReady": true, "counter": true, "minAvailable": true,
-	"list": true, "minListAvailable": true, "includeStale": true, "orderBy": true, "pageSize": true, "pageToken": true,
+	"list": true, "minListAvailable": true, "rolloutComplete": true, "includeStale": true, "orderBy": true, "pageSize": true, "pageToken": true,
 }
 
 // ParseQuery reads the parameters of GET /v1/fleets.
@@ -105,6 +108,15 @@ func ParseQuery(v url.Values) (Query, error) {
 	}
 	if q.List, q.MinListAvail, err = threshold(v, "list", "minListAvailable"); err != nil {
 		return Query{}, err
+	}
+	if s, err := single(v, "rolloutComplete"); err != nil {
+		return Query{}, err
+	} else if s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return Query{}, paramErr("rolloutComplete", "%q: want true or false", s)
+		}
+		q.RolloutComplete = &b
 	}
 	if s, err := single(v, "includeStale"); err != nil {
 		return Query{}, err
@@ -177,6 +189,9 @@ func (q Query) Values() url.Values {
 	set("minAvailable", strconv.FormatInt(q.MinAvailable, 10), q.Counter != "" && q.MinAvailable != 0)
 	set("list", q.List, q.List != "")
 	set("minListAvailable", strconv.FormatInt(q.MinListAvail, 10), q.List != "" && q.MinListAvail != 0)
+	if q.RolloutComplete != nil {
+		v.Set("rolloutComplete", strconv.FormatBool(*q.RolloutComplete))
+	}
 	set("includeStale", "true", q.IncludeStale)
 	set("orderBy", q.OrderBy, q.OrderBy != "" && q.OrderBy != OrderByName)
 	set("pageSize", strconv.Itoa(q.PageSize), q.PageSize != 0 && q.PageSize != DefaultPageSize)
@@ -262,6 +277,9 @@ func (q Query) Matches(d *fleet.Document, stale bool) bool {
 			return false
 		}
 	}
+	if q.RolloutComplete != nil && (d.Rollout == nil || d.Rollout.Complete != *q.RolloutComplete) {
+		return false
+	}
 	return true
 }
 
@@ -297,8 +315,12 @@ func (q Query) fingerprint() string {
 	if q.Selector != nil {
 		sel = q.Selector.String()
 	}
-	h := sha256.Sum256(fmt.Appendf(nil, "%v|%s|%s|%d|%s|%d|%s|%d|%t|%s", q.Clusters, q.Namespace, sel, q.MinReady,
-		q.Counter, q.MinAvailable, q.List, q.MinListAvail, q.IncludeStale, q.OrderBy))
+	rollout := "any"
+	if q.RolloutComplete != nil {
+		rollout = strconv.FormatBool(*q.RolloutComplete)
+	}
+	h := sha256.Sum256(fmt.Appendf(nil, "%v|%s|%s|%d|%s|%d|%s|%d|%t|%s|%s", q.Clusters, q.Namespace, sel, q.MinReady,
+		q.Counter, q.MinAvailable, q.List, q.MinListAvail, q.IncludeStale, q.OrderBy, rollout))
 	return hex.EncodeToString(h[:8])
 }
 

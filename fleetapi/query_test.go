@@ -28,6 +28,8 @@ func TestParseQueryRejects(t *testing.T) {
 		{"counter=+", "counter", "not a counter key"},
 		{"list=" + strings.Repeat("k", fleet.MaxAggregateKey+1), "list", "not a list key"},
 		{"includeStale=yes", "includeStale", "want true or false"},
+		{"rolloutComplete=done", "rolloutComplete", "want true or false"},
+		{"rolloutComplete=true&rolloutComplete=false", "rolloutComplete", "given 2 times"},
 		{"orderBy=age", "orderBy", "want name, ready or available"},
 		{"orderBy=available", "orderBy", "needs a counter or list"},
 		{"pageSize=0", "pageSize", "from 1 to 1000"},
@@ -62,6 +64,8 @@ func TestParseQueryValuesRoundTrip(t *testing.T) {
 		"cluster=a&cluster=b&namespace=games&selector=platform%3Dpc%2Cversion+in+%281%2C2%29",
 		"minReady=3&counter=rooms&minAvailable=2&orderBy=available&pageSize=7",
 		"list=slots&minListAvailable=0&includeStale=true&orderBy=ready",
+		"rolloutComplete=false&minReady=1",
+		"rolloutComplete=true",
 	} {
 		t.Run(raw, func(t *testing.T) {
 			v, err := url.ParseQuery(raw)
@@ -123,6 +127,36 @@ func TestMatches(t *testing.T) {
 	tomb := *d
 	tomb.Deleted = true
 	assert.False(t, NewQuery().Matches(&tomb, false), "a tombstone never matches")
+}
+
+// TestMatchesRollout: rolloutComplete keeps fleets whose rollout is known
+// and (not) complete; an unknown rollout (an older publisher's fleet, or
+// one without a set yet) matches neither.
+func TestMatchesRollout(t *testing.T) {
+	unknown := doc("pc", "games", "unknown", nil, 3, nil)
+	done := doc("pc", "games", "done", nil, 3, nil)
+	done.Rollout = &fleet.Rollout{Complete: true, Sets: []fleet.GameServerSet{{Name: "done-a", Current: true, Replicas: 3, ReadyReplicas: 3}}}
+	rolling := doc("pc", "games", "rolling", nil, 3, nil)
+	rolling.Rollout = &fleet.Rollout{Sets: []fleet.GameServerSet{{Name: "rolling-a", Replicas: 1}, {Name: "rolling-b", Current: true, Replicas: 2}}}
+	for _, tt := range []struct {
+		query string
+		want  []bool // unknown, done, rolling
+	}{
+		{"", []bool{true, true, true}},
+		{"rolloutComplete=true", []bool{false, true, false}},
+		{"rolloutComplete=false", []bool{false, false, true}},
+	} {
+		v, err := url.ParseQuery(tt.query)
+		require.NoError(t, err)
+		q, err := ParseQuery(v)
+		require.NoError(t, err)
+		for i, d := range []*fleet.Document{unknown, done, rolling} {
+			assert.Equal(t, tt.want[i], q.Matches(d, false), "%s: %s", tt.query, d.Name)
+		}
+	}
+	yes, no := true, false
+	assert.NotEqual(t, Query{RolloutComplete: &yes}.fingerprint(), Query{RolloutComplete: &no}.fingerprint())
+	assert.NotEqual(t, Query{}.fingerprint(), Query{RolloutComplete: &no}.fingerprint())
 }
 
 // FuzzParseQuery: any parameters either fail with an InvalidArgument

@@ -48,11 +48,18 @@ func world(tb testing.TB) (project string, store *firestoredb.Store) {
 		_, err := store.Apply(tb.Context(), ev)
 		require.NoError(tb, err)
 	}
+	// pc's ranked finished its rollout, casual is rolling; old's ranked
+	// has a publisher older than rollouts.
+	rollouts := map[string]fleet.Rollout{
+		"pc/ranked": fleet.RolloutOf(10, []fleet.GameServerSet{{Name: "ranked-b", Current: true, Replicas: 10, ReadyReplicas: 8, AllocatedReplicas: 2}, {Name: "ranked-a"}}),
+		"pc/casual": fleet.RolloutOf(10, []fleet.GameServerSet{{Name: "casual-b", Current: true, Replicas: 4, ReadyReplicas: 2, AllocatedReplicas: 2}, {Name: "casual-a", Replicas: 6, AllocatedReplicas: 6}}),
+	}
 	up := func(cluster, ns, name, version string, ready, rooms int64) {
 		apply(fleet.Event{Kind: fleet.KindUpsert, Cluster: cluster, Namespace: ns, Name: name, Fleet: fleet.State{
 			UID: "u", Labels: map[string]string{"app.kubernetes.io/version": version, "platform": "pc"},
-			Spec:   fleet.Spec{Replicas: 10},
-			Status: fleet.Status{Replicas: 10, ReadyReplicas: ready, AllocatedReplicas: 10 - ready, Counters: map[string]fleet.Aggregate{"rooms": {Count: 10 - rooms, Capacity: 10}}},
+			Spec:    fleet.Spec{Replicas: 10},
+			Status:  fleet.Status{Replicas: 10, ReadyReplicas: ready, AllocatedReplicas: 10 - ready, Counters: map[string]fleet.Aggregate{"rooms": {Count: 10 - rooms, Capacity: 10}}},
+			Rollout: rollouts[cluster+"/"+name],
 		}})
 	}
 	// Heartbeats first, so that they tombstone nothing written after them.
@@ -131,6 +138,7 @@ func TestCommandsAgainstFirestoreAndTheAPI(t *testing.T) {
 		{"get-fleets.jsonpath.golden", []string{"get", "fleets", "-o", `jsonpath={range .items[*]}{.name}{"\t"}{.readyReplicas}{"\n"}{end}`}},
 		{"get-fleets-no-headers-sorted.golden", []string{"get", "fleets", "--no-headers", "--sort-by", "ready", "--include-stale"}},
 		{"get-fleets-thresholds.golden", []string{"get", "fleets", "--min-ready", "3", "--counter", "rooms", "--min-available", "2"}},
+		{"get-fleets-rolling.golden", []string{"get", "fleets", "--rollout-complete=false", "-o", "wide", "--include-stale"}},
 		{"get-fleet.yaml.golden", []string{"get", "fleet", "pc/games/ranked", "-o", "yaml"}},
 		{"get-fleet.golden", []string{"get", "fleet", "pc/games/casual"}},
 		{"get-cluster.json.golden", []string{"get", "cluster", "pc", "-o", "json"}},

@@ -49,6 +49,7 @@ type options struct {
 	counter, list          string
 	minAvailable           int64
 	minListAvailable       int64
+	rolloutComplete        string
 	watch                  bool
 }
 
@@ -277,6 +278,7 @@ func queryFlags(cmd *cobra.Command, o *options) {
 	f.Int64Var(&o.minAvailable, "min-available", 0, "only fleets whose --counter has at least this much available capacity")
 	f.StringVar(&o.list, "list", "", "a list, for --min-list-available and --sort-by available")
 	f.Int64Var(&o.minListAvailable, "min-list-available", 0, "only fleets whose --list has at least this much available capacity")
+	f.StringVar(&o.rolloutComplete, "rollout-complete", "", "true: only fleets whose rollout is complete; false: only those whose rollout is in progress (a fleet whose rollout is unknown matches neither)")
 	f.StringVar(&o.sortBy, "sort-by", "name", "order: name (cluster, namespace, name), ready (most first) or available (of --counter or --list, most first)")
 }
 
@@ -387,6 +389,7 @@ func fleetParams(o options) url.Values {
 	set("namespace", o.namespace, o.namespace != "")
 	set("selector", o.selector, o.selector != "")
 	set("includeStale", "true", o.includeStale)
+	set("rolloutComplete", o.rolloutComplete, o.rolloutComplete != "")
 	set("minReady", strconv.FormatInt(o.minReady, 10), o.minReady != 0)
 	set("counter", o.counter, o.counter != "")
 	set("minAvailable", strconv.FormatInt(o.minAvailable, 10), o.minAvailable != 0)
@@ -446,7 +449,7 @@ func firestoreClient(ctx context.Context, o options) (*firestore.Client, error) 
 var flagNames = map[string]string{
 	"selector": "-l", "namespace": "-n", "cluster": "--cluster", "key": "KEY", "minReady": "--min-ready",
 	"counter": "--counter", "minAvailable": "--min-available", "list": "--list", "minListAvailable": "--min-list-available",
-	"orderBy": "--sort-by", "includeStale": "--include-stale",
+	"orderBy": "--sort-by", "includeStale": "--include-stale", "rolloutComplete": "--rollout-complete",
 }
 
 // flagError names the flag behind a bad query parameter.
@@ -538,7 +541,7 @@ func printFleet(w io.Writer, o *options, f fleetapi.Fleet) error {
 func fleetHeader(wide bool) string {
 	header := "CLUSTER\tNAMESPACE\tNAME\tREADY\tALLOCATED\tREPLICAS\tLAG\tSTALE"
 	if wide {
-		header += "\tCOUNTERS\tLABELS\tDEGRADED"
+		header += "\tROLLOUT\tCOUNTERS\tLABELS\tDEGRADED"
 	}
 	return header
 }
@@ -557,9 +560,30 @@ func fleetRow(f fleetapi.Fleet, wide bool) string {
 		for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
 			ls = append(ls, k+"="+f.Labels[k])
 		}
-		row += "\t" + orNone(strings.Join(counters, ",")) + "\t" + orNone(strings.Join(ls, ",")) + "\t" + orNone(f.Degraded)
+		row += "\t" + rolloutText(f) + "\t" + orNone(strings.Join(counters, ",")) + "\t" + orNone(strings.Join(ls, ",")) + "\t" + orNone(f.Degraded)
 	}
 	return row
+}
+
+// rolloutText is a fleet's rollout in one word or a few: complete; rolling
+// with the current set's running game servers against the desired
+// replicas, and how many the old sets still run; <none> while unknown.
+func rolloutText(f fleetapi.Fleet) string {
+	if f.Rollout == nil {
+		return orNone("")
+	}
+	if f.Rollout.Complete {
+		return "complete"
+	}
+	var running, old int64
+	for _, s := range f.Rollout.Sets {
+		if s.Current {
+			running = s.ReadyReplicas + s.ReservedReplicas + s.AllocatedReplicas
+		} else {
+			old += s.Replicas
+		}
+	}
+	return fmt.Sprintf("rolling:%d/%d,old=%d", running, f.Replicas, old)
 }
 
 func printClusters(w io.Writer, o *options, clusters []fleetapi.Cluster, one bool) error {

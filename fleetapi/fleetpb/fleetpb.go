@@ -25,7 +25,7 @@ func Fleet(f fleetapi.Fleet) *fleetcastv1.FleetInformation {
 		Players: capacity(f.Players), Counters: aggregates(f.Counters), Lists: aggregates(f.Lists),
 		ObservedTime: timestamppb.New(f.ObservedAt), LagMillis: f.LagMillis, Stale: f.Stale,
 		Version: &fleetcastv1.Version{Term: f.Version.Term, Seq: f.Version.Seq}, Scheduling: f.Scheduling,
-		Degraded: f.Degraded, Annotations: f.Annotations,
+		Degraded: f.Degraded, Annotations: f.Annotations, Rollout: rollout(f.Rollout), Autoscalers: autoscalers(f.Autoscalers),
 	}
 }
 
@@ -38,8 +38,65 @@ func FromFleet(m *fleetcastv1.FleetInformation) fleetapi.Fleet {
 		Allocations: m.GetAllocations(), Scheduling: m.GetScheduling(), Players: fromCapacity(m.GetPlayers()),
 		Counters: fromAggregates(m.GetCounters()), Lists: fromAggregates(m.GetLists()), ObservedAt: m.GetObservedTime().AsTime(),
 		LagMillis: m.GetLagMillis(), Version: fleet.Version{Term: m.GetVersion().GetTerm(), Seq: m.GetVersion().GetSeq()},
-		Stale: m.GetStale(), Degraded: m.GetDegraded(),
+		Stale: m.GetStale(), Degraded: m.GetDegraded(), Rollout: fromRollout(m.GetRollout()), Autoscalers: fromAutoscalers(m.GetAutoscalers()),
 	}
+}
+
+func rollout(r *fleet.Rollout) *fleetcastv1.Rollout {
+	if r == nil {
+		return nil
+	}
+	out := &fleetcastv1.Rollout{Complete: r.Complete}
+	for _, s := range r.Sets {
+		out.Sets = append(out.Sets, &fleetcastv1.GameServerSet{Name: s.Name, Current: s.Current, Replicas: s.Replicas,
+			ReadyGameservers: s.ReadyReplicas, AllocatedGameservers: s.AllocatedReplicas, ReservedGameservers: s.ReservedReplicas})
+	}
+	return out
+}
+
+func fromRollout(m *fleetcastv1.Rollout) *fleet.Rollout {
+	if m == nil {
+		return nil
+	}
+	out := &fleet.Rollout{Complete: m.GetComplete()}
+	for _, s := range m.GetSets() {
+		out.Sets = append(out.Sets, fleet.GameServerSet{Name: s.GetName(), Current: s.GetCurrent(), Replicas: s.GetReplicas(),
+			ReadyReplicas: s.GetReadyGameservers(), AllocatedReplicas: s.GetAllocatedGameservers(), ReservedReplicas: s.GetReservedGameservers()})
+	}
+	return out
+}
+
+func autoscalers(as []fleetapi.Autoscaler) []*fleetcastv1.Autoscaler {
+	var out []*fleetcastv1.Autoscaler
+	for _, a := range as {
+		p := a.Policy
+		m := &fleetcastv1.Autoscaler{Name: a.Name, SyncSeconds: a.SyncSeconds, CurrentReplicas: a.CurrentReplicas,
+			DesiredReplicas: a.DesiredReplicas, AbleToScale: a.AbleToScale, ScalingLimited: a.ScalingLimited,
+			Policy: &fleetcastv1.AutoscalerPolicy{Type: p.Type, BufferSize: p.BufferSize, MinReplicas: p.MinReplicas,
+				MaxReplicas: p.MaxReplicas, Key: p.Key, MinCapacity: p.MinCapacity, MaxCapacity: p.MaxCapacity, WebhookHost: p.WebhookHost}}
+		if a.LastScaleTime != nil {
+			m.LastScaleTime = timestamppb.New(*a.LastScaleTime)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func fromAutoscalers(ms []*fleetcastv1.Autoscaler) []fleetapi.Autoscaler {
+	var out []fleetapi.Autoscaler
+	for _, m := range ms {
+		p := m.GetPolicy()
+		a := fleetapi.Autoscaler{Name: m.GetName(), SyncSeconds: m.GetSyncSeconds(), CurrentReplicas: m.GetCurrentReplicas(),
+			DesiredReplicas: m.GetDesiredReplicas(), AbleToScale: m.GetAbleToScale(), ScalingLimited: m.GetScalingLimited(),
+			Policy: fleet.AutoscalerPolicy{Type: p.GetType(), BufferSize: p.GetBufferSize(), MinReplicas: p.GetMinReplicas(),
+				MaxReplicas: p.GetMaxReplicas(), Key: p.GetKey(), MinCapacity: p.GetMinCapacity(), MaxCapacity: p.GetMaxCapacity(), WebhookHost: p.GetWebhookHost()}}
+		if m.GetLastScaleTime() != nil {
+			t := m.GetLastScaleTime().AsTime()
+			a.LastScaleTime = &t
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // Cluster is c as a Cluster message.
@@ -129,7 +186,8 @@ func FromEvent(m *fleetcastv1.WatchFleetsResponse) (fleetapi.Event, bool) {
 // Filter is the FleetFilter of q's filters (not its order or page).
 func Filter(q fleetapi.Query) *fleetcastv1.FleetFilter {
 	f := &fleetcastv1.FleetFilter{Clusters: q.Clusters, Namespace: q.Namespace, MinReady: q.MinReady,
-		Counter: q.Counter, MinCounterAvailable: q.MinAvailable, List: q.List, MinListAvailable: q.MinListAvail, IncludeStale: q.IncludeStale}
+		Counter: q.Counter, MinCounterAvailable: q.MinAvailable, List: q.List, MinListAvailable: q.MinListAvail, IncludeStale: q.IncludeStale,
+		RolloutComplete: q.RolloutComplete}
 	if q.Selector != nil && !q.Selector.Empty() {
 		f.Selector = q.Selector.String()
 	}
@@ -155,6 +213,9 @@ func FilterValues(f *fleetcastv1.FleetFilter) url.Values {
 	set("minAvailable", strconv.FormatInt(f.GetMinCounterAvailable(), 10), f.GetMinCounterAvailable() != 0)
 	set("list", f.GetList(), f.GetList() != "")
 	set("minListAvailable", strconv.FormatInt(f.GetMinListAvailable(), 10), f.GetMinListAvailable() != 0)
+	if f != nil && f.RolloutComplete != nil {
+		v.Set("rolloutComplete", strconv.FormatBool(f.GetRolloutComplete()))
+	}
 	set("includeStale", "true", f.GetIncludeStale())
 	return v
 }

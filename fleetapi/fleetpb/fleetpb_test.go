@@ -23,6 +23,15 @@ func fullFleet() fleetapi.Fleet {
 		Counters:   map[string]fleet.DocAggregate{"rooms": {Count: 1, Capacity: 2, AllocatedCount: 1, AllocatedCapacity: 2, Available: 1}},
 		Lists:      map[string]fleet.DocAggregate{"slots": {Count: 2, Capacity: 5, Available: 3}},
 		ObservedAt: at, LagMillis: 12, Version: fleet.Version{Term: 2, Seq: 9}, Stale: true, Degraded: "labels dropped",
+		Rollout: &fleet.Rollout{Sets: []fleet.GameServerSet{
+			{Name: "ranked-a", Replicas: 2, ReadyReplicas: 1, AllocatedReplicas: 1},
+			{Name: "ranked-b", Current: true, Replicas: 8, ReadyReplicas: 6, ReservedReplicas: 1, AllocatedReplicas: 1},
+		}},
+		Autoscalers: []fleetapi.Autoscaler{
+			{Name: "buffer", Policy: fleet.AutoscalerPolicy{Type: "Buffer", BufferSize: "20%", MinReplicas: 1, MaxReplicas: 9}, SyncSeconds: 30,
+				CurrentReplicas: 9, DesiredReplicas: 10, AbleToScale: true, ScalingLimited: true, LastScaleTime: &at},
+			{Name: "rooms", Policy: fleet.AutoscalerPolicy{Type: "Counter", Key: "rooms", BufferSize: "5", MinCapacity: 1, MaxCapacity: 50, WebhookHost: "x"}},
+		},
 	}
 }
 
@@ -60,7 +69,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 // through the /v1 parameters, are the same query.
 func TestFiltersRoundTrip(t *testing.T) {
 	for _, s := range []string{"", "cluster=pc&cluster=ps5&namespace=games&selector=platform%3Dpc%2C%21beta&minReady=2",
-		"counter=rooms&minAvailable=3&list=slots&minListAvailable=1&includeStale=true"} {
+		"counter=rooms&minAvailable=3&list=slots&minListAvailable=1&includeStale=true", "rolloutComplete=false", "rolloutComplete=true"} {
 		params, err := url.ParseQuery(s)
 		require.NoError(t, err)
 		v, err := fleetapi.ParseQuery(params)

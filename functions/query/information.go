@@ -30,8 +30,9 @@ var _ fleetcastv1connect.InformationServiceHandler = (*information)(nil)
 var fieldOf = map[string]string{
 	"cluster": "filter.clusters", "namespace": "filter.namespace", "selector": "filter.selector",
 	"minReady": "filter.min_ready", "counter": "filter.counter", "minAvailable": "filter.min_counter_available",
-	"list": "filter.list", "minListAvailable": "filter.min_list_available", "includeStale": "filter.include_stale",
-	"orderBy": "order_by", "pageSize": "page_size", "pageToken": "page_token", "key": "key",
+	"list": "filter.list", "minListAvailable": "filter.min_list_available", "rolloutComplete": "filter.rollout_complete",
+	"includeStale": "filter.include_stale",
+	"orderBy":      "order_by", "pageSize": "page_size", "pageToken": "page_token", "key": "key",
 	"resumeToken": "resume_token",
 }
 

@@ -100,9 +100,10 @@ func (w *world) remove(cluster, name string) {
 }
 
 // rowText is the JavaScript expression of the text of a fleet's cell col
-// ("" when the row is not shown).
+// ("" when the row is not shown), parenthesized so that it compares as a
+// whole (rowText(...) + ` === "9"`).
 func rowText(id, col string) string {
-	return fmt.Sprintf(`(document.querySelector('tr[data-id=%q] [data-col=%q]') || {}).textContent || ""`, id, col)
+	return fmt.Sprintf(`((document.querySelector('tr[data-id=%q] [data-col=%q]') || {}).textContent || "")`, id, col)
 }
 
 // TestDashboardFollowsTheStream: the page loads with no console error,
@@ -224,4 +225,44 @@ func TestDashboardByKeyboard(t *testing.T) {
 	b.Do(t, chromedp.Reload())
 	b.WaitFor(t, "sorted after a reload", order+` === "abc"`) // a 9, b 7, c 5
 	assert.True(t, strings.HasPrefix(browsertest.Eval[string](t, b, `document.querySelector('th[data-sort="ready"]').getAttribute("aria-sort")`), "desc"))
+}
+
+// TestDashboardShowsRolloutsAndAutoscalers: the rollout column says
+// rolling with the new and old sets' game servers, then complete, and a
+// dash while it is unknown; the autoscaler column shows each autoscaler's
+// policy and desired replicas, and warns when several target one fleet.
+func TestDashboardShowsRolloutsAndAutoscalers(t *testing.T) {
+	w := newWorld(t)
+	w.heartbeat("pc", 2, 0)
+	w.put("pc", "plain", "1.42", 3)
+	scaler := fleet.Autoscaler{Name: "buffer", Policy: fleet.AutoscalerPolicy{Type: "Buffer", BufferSize: "20%", MaxReplicas: 40}, SyncSeconds: 30,
+		Status: fleet.AutoscalerStatus{CurrentReplicas: 10, DesiredReplicas: 12, AbleToScale: true}}
+	rolling := func(sets []fleet.GameServerSet, scalers ...fleet.Autoscaler) {
+		k := fleet.Key{Cluster: "pc", Namespace: "games", Name: "rolling"}
+		r := fleet.RolloutOf(10, sets)
+		now := time.Now()
+		w.mem.PutFleet(fleet.Document{
+			Cluster: "pc", Namespace: "games", Name: "rolling", Version: w.next(), DocID: k.DocID(), DocIDHash: fleet.IDHash(k.DocID()),
+			UID: "uid-rolling", Labels: map[string]string{"version": "1.43"}, Spec: &fleet.Spec{Replicas: 10},
+			Status: &fleet.DocStatus{Replicas: 10, ReadyReplicas: 8, AllocatedReplicas: 2}, Rollout: &r, Autoscalers: scalers,
+			ObservedAt: now, IngestedAt: now,
+		})
+	}
+	rolling([]fleet.GameServerSet{{Name: "rolling-a", Replicas: 6, ReadyReplicas: 6}, {Name: "rolling-b", Current: true, Replicas: 4, ReadyReplicas: 2, AllocatedReplicas: 2}}, scaler)
+
+	b := browsertest.Start(t, 1600, 1000)
+	b.Do(t, chromedp.Navigate(w.url+"/"))
+	b.WaitFor(t, "the initial set", `document.body.dataset.synced === "true" && document.querySelectorAll("#fleets tbody tr").length === 2`)
+	assert.Equal(t, "rolling 4 of 10 new · 6 old", browsertest.Eval[string](t, b, rowText("pc/games/rolling", "rollout")))
+	assert.Equal(t, "Buffer 20%: 12 desired of 10", browsertest.Eval[string](t, b, rowText("pc/games/rolling", "autoscalers")))
+	assert.Equal(t, "—", browsertest.Eval[string](t, b, rowText("pc/games/plain", "rollout")), "unknown, not in progress")
+	assert.Equal(t, "—", browsertest.Eval[string](t, b, rowText("pc/games/plain", "autoscalers")))
+
+	limited := scaler
+	limited.Name, limited.Policy, limited.Status.ScalingLimited = "rooms", fleet.AutoscalerPolicy{Type: "Counter", Key: "rooms", BufferSize: "5"}, true
+	rolling([]fleet.GameServerSet{{Name: "rolling-a"}, {Name: "rolling-b", Current: true, Replicas: 10, ReadyReplicas: 8, AllocatedReplicas: 2}}, scaler, limited)
+	b.WaitFor(t, "the rollout complete", rowText("pc/games/rolling", "rollout")+` === "complete"`)
+	assert.Equal(t, "2 autoscalersBuffer 20%: 12 desired of 10Counter 5 rooms: 12 desired of 10 limited",
+		browsertest.Eval[string](t, b, rowText("pc/games/rolling", "autoscalers")))
+	require.Empty(t, b.Errors(), "the page reported errors")
 }

@@ -150,9 +150,12 @@ type FleetFilter struct {
 	MinListAvailable int64  `protobuf:"varint,8,opt,name=min_list_available,json=minListAvailable,proto3" json:"min_list_available,omitempty"`
 	// Include the fleets of stale clusters (no heartbeat for three snapshot
 	// intervals), marked stale.
-	IncludeStale  bool `protobuf:"varint,9,opt,name=include_stale,json=includeStale,proto3" json:"include_stale,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	IncludeStale bool `protobuf:"varint,9,opt,name=include_stale,json=includeStale,proto3" json:"include_stale,omitempty"`
+	// When set, only the fleets whose rollout is known and complete (true),
+	// or known and in progress (false).
+	RolloutComplete *bool `protobuf:"varint,10,opt,name=rollout_complete,json=rolloutComplete,proto3,oneof" json:"rollout_complete,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *FleetFilter) Reset() {
@@ -244,6 +247,13 @@ func (x *FleetFilter) GetMinListAvailable() int64 {
 func (x *FleetFilter) GetIncludeStale() bool {
 	if x != nil {
 		return x.IncludeStale
+	}
+	return false
+}
+
+func (x *FleetFilter) GetRolloutComplete() bool {
+	if x != nil && x.RolloutComplete != nil {
+		return *x.RolloutComplete
 	}
 	return false
 }
@@ -460,8 +470,14 @@ type FleetInformation struct {
 	// Packed or Distributed.
 	Scheduling string `protobuf:"bytes,18,opt,name=scheduling,proto3" json:"scheduling,omitempty"`
 	// What the publisher dropped from the state to publish it, and why.
-	Degraded      string            `protobuf:"bytes,19,opt,name=degraded,proto3" json:"degraded,omitempty"`
-	Annotations   map[string]string `protobuf:"bytes,20,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Degraded    string            `protobuf:"bytes,19,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	Annotations map[string]string `protobuf:"bytes,20,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The fleet's GameServerSets and whether its rollout is complete;
+	// absent while unknown (no set seen yet, or an older publisher).
+	Rollout *Rollout `protobuf:"bytes,21,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	// The FleetAutoscalers targeting the fleet, by name. More than one is a
+	// misconfiguration, shown as it is.
+	Autoscalers   []*Autoscaler `protobuf:"bytes,22,rep,name=autoscalers,proto3" json:"autoscalers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -636,6 +652,372 @@ func (x *FleetInformation) GetAnnotations() map[string]string {
 	return nil
 }
 
+func (x *FleetInformation) GetRollout() *Rollout {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
+}
+
+func (x *FleetInformation) GetAutoscalers() []*Autoscaler {
+	if x != nil {
+		return x.Autoscalers
+	}
+	return nil
+}
+
+// Rollout is the progress of a fleet's rollout over its GameServerSets.
+type Rollout struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only the current set has game servers, and it runs all of the fleet's
+	// desired replicas (ready, reserved or allocated).
+	Complete bool `protobuf:"varint,1,opt,name=complete,proto3" json:"complete,omitempty"`
+	// By name.
+	Sets          []*GameServerSet `protobuf:"bytes,2,rep,name=sets,proto3" json:"sets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rollout) Reset() {
+	*x = Rollout{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rollout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rollout) ProtoMessage() {}
+
+func (x *Rollout) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
+func (*Rollout) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Rollout) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
+func (x *Rollout) GetSets() []*GameServerSet {
+	if x != nil {
+		return x.Sets
+	}
+	return nil
+}
+
+// GameServerSet is one of a fleet's GameServerSets.
+type GameServerSet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its template is the fleet's: the set a rolling update scales up.
+	Current              bool  `protobuf:"varint,2,opt,name=current,proto3" json:"current,omitempty"`
+	Replicas             int64 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	ReadyGameservers     int64 `protobuf:"varint,4,opt,name=ready_gameservers,json=readyGameservers,proto3" json:"ready_gameservers,omitempty"`
+	AllocatedGameservers int64 `protobuf:"varint,5,opt,name=allocated_gameservers,json=allocatedGameservers,proto3" json:"allocated_gameservers,omitempty"`
+	ReservedGameservers  int64 `protobuf:"varint,6,opt,name=reserved_gameservers,json=reservedGameservers,proto3" json:"reserved_gameservers,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *GameServerSet) Reset() {
+	*x = GameServerSet{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GameServerSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GameServerSet) ProtoMessage() {}
+
+func (x *GameServerSet) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GameServerSet.ProtoReflect.Descriptor instead.
+func (*GameServerSet) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GameServerSet) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GameServerSet) GetCurrent() bool {
+	if x != nil {
+		return x.Current
+	}
+	return false
+}
+
+func (x *GameServerSet) GetReplicas() int64 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *GameServerSet) GetReadyGameservers() int64 {
+	if x != nil {
+		return x.ReadyGameservers
+	}
+	return 0
+}
+
+func (x *GameServerSet) GetAllocatedGameservers() int64 {
+	if x != nil {
+		return x.AllocatedGameservers
+	}
+	return 0
+}
+
+func (x *GameServerSet) GetReservedGameservers() int64 {
+	if x != nil {
+		return x.ReservedGameservers
+	}
+	return 0
+}
+
+// Autoscaler is a FleetAutoscaler: its policy and what it last did.
+type Autoscaler struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Policy *AutoscalerPolicy      `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// spec.sync.fixedInterval.seconds; 0 when unset (Agones then syncs every
+	// 30 s).
+	SyncSeconds     int64 `protobuf:"varint,3,opt,name=sync_seconds,json=syncSeconds,proto3" json:"sync_seconds,omitempty"`
+	CurrentReplicas int64 `protobuf:"varint,4,opt,name=current_replicas,json=currentReplicas,proto3" json:"current_replicas,omitempty"`
+	DesiredReplicas int64 `protobuf:"varint,5,opt,name=desired_replicas,json=desiredReplicas,proto3" json:"desired_replicas,omitempty"`
+	AbleToScale     bool  `protobuf:"varint,6,opt,name=able_to_scale,json=ableToScale,proto3" json:"able_to_scale,omitempty"`
+	ScalingLimited  bool  `protobuf:"varint,7,opt,name=scaling_limited,json=scalingLimited,proto3" json:"scaling_limited,omitempty"`
+	// Absent when it never scaled.
+	LastScaleTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_scale_time,json=lastScaleTime,proto3" json:"last_scale_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Autoscaler) Reset() {
+	*x = Autoscaler{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Autoscaler) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Autoscaler) ProtoMessage() {}
+
+func (x *Autoscaler) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Autoscaler.ProtoReflect.Descriptor instead.
+func (*Autoscaler) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Autoscaler) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Autoscaler) GetPolicy() *AutoscalerPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *Autoscaler) GetSyncSeconds() int64 {
+	if x != nil {
+		return x.SyncSeconds
+	}
+	return 0
+}
+
+func (x *Autoscaler) GetCurrentReplicas() int64 {
+	if x != nil {
+		return x.CurrentReplicas
+	}
+	return 0
+}
+
+func (x *Autoscaler) GetDesiredReplicas() int64 {
+	if x != nil {
+		return x.DesiredReplicas
+	}
+	return 0
+}
+
+func (x *Autoscaler) GetAbleToScale() bool {
+	if x != nil {
+		return x.AbleToScale
+	}
+	return false
+}
+
+func (x *Autoscaler) GetScalingLimited() bool {
+	if x != nil {
+		return x.ScalingLimited
+	}
+	return false
+}
+
+func (x *Autoscaler) GetLastScaleTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastScaleTime
+	}
+	return nil
+}
+
+// AutoscalerPolicy is a FleetAutoscaler's policy, flattened: the fields
+// its type does not use are empty.
+type AutoscalerPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Buffer, Webhook, Counter, List, Wasm, Schedule or Chain.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// A number, or a percentage such as 20% (Buffer, Counter, List).
+	BufferSize  string `protobuf:"bytes,2,opt,name=buffer_size,json=bufferSize,proto3" json:"buffer_size,omitempty"`
+	MinReplicas int64  `protobuf:"varint,3,opt,name=min_replicas,json=minReplicas,proto3" json:"min_replicas,omitempty"`
+	MaxReplicas int64  `protobuf:"varint,4,opt,name=max_replicas,json=maxReplicas,proto3" json:"max_replicas,omitempty"`
+	// The counter or list (Counter, List).
+	Key         string `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
+	MinCapacity int64  `protobuf:"varint,6,opt,name=min_capacity,json=minCapacity,proto3" json:"min_capacity,omitempty"`
+	MaxCapacity int64  `protobuf:"varint,7,opt,name=max_capacity,json=maxCapacity,proto3" json:"max_capacity,omitempty"`
+	// The host a Webhook policy calls, never its path or query.
+	WebhookHost   string `protobuf:"bytes,8,opt,name=webhook_host,json=webhookHost,proto3" json:"webhook_host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AutoscalerPolicy) Reset() {
+	*x = AutoscalerPolicy{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutoscalerPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutoscalerPolicy) ProtoMessage() {}
+
+func (x *AutoscalerPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutoscalerPolicy.ProtoReflect.Descriptor instead.
+func (*AutoscalerPolicy) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AutoscalerPolicy) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *AutoscalerPolicy) GetBufferSize() string {
+	if x != nil {
+		return x.BufferSize
+	}
+	return ""
+}
+
+func (x *AutoscalerPolicy) GetMinReplicas() int64 {
+	if x != nil {
+		return x.MinReplicas
+	}
+	return 0
+}
+
+func (x *AutoscalerPolicy) GetMaxReplicas() int64 {
+	if x != nil {
+		return x.MaxReplicas
+	}
+	return 0
+}
+
+func (x *AutoscalerPolicy) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AutoscalerPolicy) GetMinCapacity() int64 {
+	if x != nil {
+		return x.MinCapacity
+	}
+	return 0
+}
+
+func (x *AutoscalerPolicy) GetMaxCapacity() int64 {
+	if x != nil {
+		return x.MaxCapacity
+	}
+	return 0
+}
+
+func (x *AutoscalerPolicy) GetWebhookHost() string {
+	if x != nil {
+		return x.WebhookHost
+	}
+	return ""
+}
+
 // Capacity is a count against a capacity.
 type Capacity struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -649,7 +1031,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[5]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +1043,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[5]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +1056,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{5}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Capacity) GetCount() int64 {
@@ -713,7 +1095,7 @@ type Aggregate struct {
 
 func (x *Aggregate) Reset() {
 	*x = Aggregate{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[6]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +1107,7 @@ func (x *Aggregate) String() string {
 func (*Aggregate) ProtoMessage() {}
 
 func (x *Aggregate) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[6]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +1120,7 @@ func (x *Aggregate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Aggregate.ProtoReflect.Descriptor instead.
 func (*Aggregate) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{6}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Aggregate) GetCount() int64 {
@@ -787,7 +1169,7 @@ type Version struct {
 
 func (x *Version) Reset() {
 	*x = Version{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[7]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +1181,7 @@ func (x *Version) String() string {
 func (*Version) ProtoMessage() {}
 
 func (x *Version) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[7]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +1194,7 @@ func (x *Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Version.ProtoReflect.Descriptor instead.
 func (*Version) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{7}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Version) GetTerm() int64 {
@@ -840,7 +1222,7 @@ type WatchFleetsRequest struct {
 
 func (x *WatchFleetsRequest) Reset() {
 	*x = WatchFleetsRequest{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[8]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +1234,7 @@ func (x *WatchFleetsRequest) String() string {
 func (*WatchFleetsRequest) ProtoMessage() {}
 
 func (x *WatchFleetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[8]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +1247,7 @@ func (x *WatchFleetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetsRequest.ProtoReflect.Descriptor instead.
 func (*WatchFleetsRequest) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{8}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchFleetsRequest) GetFilter() *FleetFilter {
@@ -909,7 +1291,7 @@ type WatchFleetsResponse struct {
 
 func (x *WatchFleetsResponse) Reset() {
 	*x = WatchFleetsResponse{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[9]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1303,7 @@ func (x *WatchFleetsResponse) String() string {
 func (*WatchFleetsResponse) ProtoMessage() {}
 
 func (x *WatchFleetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[9]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1316,7 @@ func (x *WatchFleetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetsResponse.ProtoReflect.Descriptor instead.
 func (*WatchFleetsResponse) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{9}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchFleetsResponse) GetResumeToken() string {
@@ -1041,7 +1423,7 @@ type FleetChange struct {
 
 func (x *FleetChange) Reset() {
 	*x = FleetChange{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[10]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1435,7 @@ func (x *FleetChange) String() string {
 func (*FleetChange) ProtoMessage() {}
 
 func (x *FleetChange) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[10]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1448,7 @@ func (x *FleetChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FleetChange.ProtoReflect.Descriptor instead.
 func (*FleetChange) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{10}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FleetChange) GetType() ChangeType {
@@ -1094,7 +1476,7 @@ type ClusterChange struct {
 
 func (x *ClusterChange) Reset() {
 	*x = ClusterChange{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[11]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1488,7 @@ func (x *ClusterChange) String() string {
 func (*ClusterChange) ProtoMessage() {}
 
 func (x *ClusterChange) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[11]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1501,7 @@ func (x *ClusterChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterChange.ProtoReflect.Descriptor instead.
 func (*ClusterChange) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{11}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ClusterChange) GetCluster() *Cluster {
@@ -1141,7 +1523,7 @@ type Synced struct {
 
 func (x *Synced) Reset() {
 	*x = Synced{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[12]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1535,7 @@ func (x *Synced) String() string {
 func (*Synced) ProtoMessage() {}
 
 func (x *Synced) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[12]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1548,7 @@ func (x *Synced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Synced.ProtoReflect.Descriptor instead.
 func (*Synced) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{12}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Synced) GetFleetCount() int32 {
@@ -1188,7 +1570,7 @@ type Restart struct {
 
 func (x *Restart) Reset() {
 	*x = Restart{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[13]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1582,7 @@ func (x *Restart) String() string {
 func (*Restart) ProtoMessage() {}
 
 func (x *Restart) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[13]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1595,7 @@ func (x *Restart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Restart.ProtoReflect.Descriptor instead.
 func (*Restart) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{13}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{17}
 }
 
 // Heartbeat is sent at a fixed interval (15 s by default), so that a
@@ -1227,7 +1609,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[14]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1621,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[14]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1634,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{14}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
@@ -1270,7 +1652,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[15]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1664,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[15]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1677,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{15}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{19}
 }
 
 type ListClustersResponse struct {
@@ -1307,7 +1689,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[16]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1701,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[16]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1714,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{16}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListClustersResponse) GetClusters() []*Cluster {
@@ -1361,7 +1743,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[17]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1755,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[17]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1768,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{17}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Cluster) GetClusterName() string {
@@ -1456,7 +1838,7 @@ type Publisher struct {
 
 func (x *Publisher) Reset() {
 	*x = Publisher{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[18]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1850,7 @@ func (x *Publisher) String() string {
 func (*Publisher) ProtoMessage() {}
 
 func (x *Publisher) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[18]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1863,7 @@ func (x *Publisher) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Publisher.ProtoReflect.Descriptor instead.
 func (*Publisher) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{18}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Publisher) GetId() string {
@@ -1515,7 +1897,7 @@ type FleetTotals struct {
 
 func (x *FleetTotals) Reset() {
 	*x = FleetTotals{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[19]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1909,7 @@ func (x *FleetTotals) String() string {
 func (*FleetTotals) ProtoMessage() {}
 
 func (x *FleetTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[19]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1922,7 @@ func (x *FleetTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FleetTotals.ProtoReflect.Descriptor instead.
 func (*FleetTotals) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{19}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FleetTotals) GetReplicas() int64 {
@@ -1610,7 +1992,7 @@ type LabelValuesRequest struct {
 
 func (x *LabelValuesRequest) Reset() {
 	*x = LabelValuesRequest{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[20]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +2004,7 @@ func (x *LabelValuesRequest) String() string {
 func (*LabelValuesRequest) ProtoMessage() {}
 
 func (x *LabelValuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[20]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +2017,7 @@ func (x *LabelValuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelValuesRequest.ProtoReflect.Descriptor instead.
 func (*LabelValuesRequest) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{20}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LabelValuesRequest) GetKey() string {
@@ -1663,7 +2045,7 @@ type LabelValuesResponse struct {
 
 func (x *LabelValuesResponse) Reset() {
 	*x = LabelValuesResponse{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[21]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +2057,7 @@ func (x *LabelValuesResponse) String() string {
 func (*LabelValuesResponse) ProtoMessage() {}
 
 func (x *LabelValuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[21]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +2070,7 @@ func (x *LabelValuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelValuesResponse.ProtoReflect.Descriptor instead.
 func (*LabelValuesResponse) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{21}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LabelValuesResponse) GetKey() string {
@@ -1719,7 +2101,7 @@ type LabelValue struct {
 
 func (x *LabelValue) Reset() {
 	*x = LabelValue{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[22]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +2113,7 @@ func (x *LabelValue) String() string {
 func (*LabelValue) ProtoMessage() {}
 
 func (x *LabelValue) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[22]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +2126,7 @@ func (x *LabelValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelValue.ProtoReflect.Descriptor instead.
 func (*LabelValue) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{22}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LabelValue) GetValue() string {
@@ -1786,7 +2168,7 @@ var File_fleetcast_v1_information_proto protoreflect.FileDescriptor
 
 const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\n" +
-	"\x1efleetcast/v1/information.proto\x12\ffleetcast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x02\n" +
+	"\x1efleetcast/v1/information.proto\x12\ffleetcast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfa\x02\n" +
 	"\vFleetFilter\x12\x1a\n" +
 	"\bclusters\x18\x01 \x03(\tR\bclusters\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x1a\n" +
@@ -1796,7 +2178,10 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\x15min_counter_available\x18\x06 \x01(\x03R\x13minCounterAvailable\x12\x12\n" +
 	"\x04list\x18\a \x01(\tR\x04list\x12,\n" +
 	"\x12min_list_available\x18\b \x01(\x03R\x10minListAvailable\x12#\n" +
-	"\rinclude_stale\x18\t \x01(\bR\fincludeStale\"\xb0\x01\n" +
+	"\rinclude_stale\x18\t \x01(\bR\fincludeStale\x12.\n" +
+	"\x10rollout_complete\x18\n" +
+	" \x01(\bH\x00R\x0frolloutComplete\x88\x01\x01B\x13\n" +
+	"\x11_rollout_complete\"\xb0\x01\n" +
 	"\rInformRequest\x121\n" +
 	"\x06filter\x18\x01 \x01(\v2\x19.fleetcast.v1.FleetFilterR\x06filter\x120\n" +
 	"\border_by\x18\x02 \x01(\x0e2\x15.fleetcast.v1.OrderByR\aorderBy\x12\x1b\n" +
@@ -1810,7 +2195,7 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"total_size\x18\x03 \x01(\x05R\ttotalSize\"/\n" +
 	"\x05Label\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xf9\b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xe6\t\n" +
 	"\x10FleetInformation\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1d\n" +
 	"\n" +
@@ -1836,7 +2221,9 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"scheduling\x18\x12 \x01(\tR\n" +
 	"scheduling\x12\x1a\n" +
 	"\bdegraded\x18\x13 \x01(\tR\bdegraded\x12Q\n" +
-	"\vannotations\x18\x14 \x03(\v2/.fleetcast.v1.FleetInformation.AnnotationsEntryR\vannotations\x1aT\n" +
+	"\vannotations\x18\x14 \x03(\v2/.fleetcast.v1.FleetInformation.AnnotationsEntryR\vannotations\x12/\n" +
+	"\arollout\x18\x15 \x01(\v2\x15.fleetcast.v1.RolloutR\arollout\x12:\n" +
+	"\vautoscalers\x18\x16 \x03(\v2\x18.fleetcast.v1.AutoscalerR\vautoscalers\x1aT\n" +
 	"\rCountersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
 	"\x05value\x18\x02 \x01(\v2\x17.fleetcast.v1.AggregateR\x05value:\x028\x01\x1aQ\n" +
@@ -1846,7 +2233,37 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x17.fleetcast.v1.AggregateR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Z\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"V\n" +
+	"\aRollout\x12\x1a\n" +
+	"\bcomplete\x18\x01 \x01(\bR\bcomplete\x12/\n" +
+	"\x04sets\x18\x02 \x03(\v2\x1b.fleetcast.v1.GameServerSetR\x04sets\"\xee\x01\n" +
+	"\rGameServerSet\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\acurrent\x18\x02 \x01(\bR\acurrent\x12\x1a\n" +
+	"\breplicas\x18\x03 \x01(\x03R\breplicas\x12+\n" +
+	"\x11ready_gameservers\x18\x04 \x01(\x03R\x10readyGameservers\x123\n" +
+	"\x15allocated_gameservers\x18\x05 \x01(\x03R\x14allocatedGameservers\x121\n" +
+	"\x14reserved_gameservers\x18\x06 \x01(\x03R\x13reservedGameservers\"\xe2\x02\n" +
+	"\n" +
+	"Autoscaler\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
+	"\x06policy\x18\x02 \x01(\v2\x1e.fleetcast.v1.AutoscalerPolicyR\x06policy\x12!\n" +
+	"\fsync_seconds\x18\x03 \x01(\x03R\vsyncSeconds\x12)\n" +
+	"\x10current_replicas\x18\x04 \x01(\x03R\x0fcurrentReplicas\x12)\n" +
+	"\x10desired_replicas\x18\x05 \x01(\x03R\x0fdesiredReplicas\x12\"\n" +
+	"\rable_to_scale\x18\x06 \x01(\bR\vableToScale\x12'\n" +
+	"\x0fscaling_limited\x18\a \x01(\bR\x0escalingLimited\x12B\n" +
+	"\x0flast_scale_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rlastScaleTime\"\x88\x02\n" +
+	"\x10AutoscalerPolicy\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1f\n" +
+	"\vbuffer_size\x18\x02 \x01(\tR\n" +
+	"bufferSize\x12!\n" +
+	"\fmin_replicas\x18\x03 \x01(\x03R\vminReplicas\x12!\n" +
+	"\fmax_replicas\x18\x04 \x01(\x03R\vmaxReplicas\x12\x10\n" +
+	"\x03key\x18\x05 \x01(\tR\x03key\x12!\n" +
+	"\fmin_capacity\x18\x06 \x01(\x03R\vminCapacity\x12!\n" +
+	"\fmax_capacity\x18\a \x01(\x03R\vmaxCapacity\x12!\n" +
+	"\fwebhook_host\x18\b \x01(\tR\vwebhookHost\"Z\n" +
 	"\bCapacity\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x1a\n" +
 	"\bcapacity\x18\x02 \x01(\x03R\bcapacity\x12\x1c\n" +
@@ -1956,7 +2373,7 @@ func file_fleetcast_v1_information_proto_rawDescGZIP() []byte {
 }
 
 var file_fleetcast_v1_information_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fleetcast_v1_information_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_fleetcast_v1_information_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_fleetcast_v1_information_proto_goTypes = []any{
 	(OrderBy)(0),                  // 0: fleetcast.v1.OrderBy
 	(ChangeType)(0),               // 1: fleetcast.v1.ChangeType
@@ -1965,78 +2382,87 @@ var file_fleetcast_v1_information_proto_goTypes = []any{
 	(*InformResponse)(nil),        // 4: fleetcast.v1.InformResponse
 	(*Label)(nil),                 // 5: fleetcast.v1.Label
 	(*FleetInformation)(nil),      // 6: fleetcast.v1.FleetInformation
-	(*Capacity)(nil),              // 7: fleetcast.v1.Capacity
-	(*Aggregate)(nil),             // 8: fleetcast.v1.Aggregate
-	(*Version)(nil),               // 9: fleetcast.v1.Version
-	(*WatchFleetsRequest)(nil),    // 10: fleetcast.v1.WatchFleetsRequest
-	(*WatchFleetsResponse)(nil),   // 11: fleetcast.v1.WatchFleetsResponse
-	(*FleetChange)(nil),           // 12: fleetcast.v1.FleetChange
-	(*ClusterChange)(nil),         // 13: fleetcast.v1.ClusterChange
-	(*Synced)(nil),                // 14: fleetcast.v1.Synced
-	(*Restart)(nil),               // 15: fleetcast.v1.Restart
-	(*Heartbeat)(nil),             // 16: fleetcast.v1.Heartbeat
-	(*ListClustersRequest)(nil),   // 17: fleetcast.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),  // 18: fleetcast.v1.ListClustersResponse
-	(*Cluster)(nil),               // 19: fleetcast.v1.Cluster
-	(*Publisher)(nil),             // 20: fleetcast.v1.Publisher
-	(*FleetTotals)(nil),           // 21: fleetcast.v1.FleetTotals
-	(*LabelValuesRequest)(nil),    // 22: fleetcast.v1.LabelValuesRequest
-	(*LabelValuesResponse)(nil),   // 23: fleetcast.v1.LabelValuesResponse
-	(*LabelValue)(nil),            // 24: fleetcast.v1.LabelValue
-	nil,                           // 25: fleetcast.v1.FleetInformation.CountersEntry
-	nil,                           // 26: fleetcast.v1.FleetInformation.ListsEntry
-	nil,                           // 27: fleetcast.v1.FleetInformation.AnnotationsEntry
-	nil,                           // 28: fleetcast.v1.FleetTotals.CountersEntry
-	nil,                           // 29: fleetcast.v1.FleetTotals.ListsEntry
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*Rollout)(nil),               // 7: fleetcast.v1.Rollout
+	(*GameServerSet)(nil),         // 8: fleetcast.v1.GameServerSet
+	(*Autoscaler)(nil),            // 9: fleetcast.v1.Autoscaler
+	(*AutoscalerPolicy)(nil),      // 10: fleetcast.v1.AutoscalerPolicy
+	(*Capacity)(nil),              // 11: fleetcast.v1.Capacity
+	(*Aggregate)(nil),             // 12: fleetcast.v1.Aggregate
+	(*Version)(nil),               // 13: fleetcast.v1.Version
+	(*WatchFleetsRequest)(nil),    // 14: fleetcast.v1.WatchFleetsRequest
+	(*WatchFleetsResponse)(nil),   // 15: fleetcast.v1.WatchFleetsResponse
+	(*FleetChange)(nil),           // 16: fleetcast.v1.FleetChange
+	(*ClusterChange)(nil),         // 17: fleetcast.v1.ClusterChange
+	(*Synced)(nil),                // 18: fleetcast.v1.Synced
+	(*Restart)(nil),               // 19: fleetcast.v1.Restart
+	(*Heartbeat)(nil),             // 20: fleetcast.v1.Heartbeat
+	(*ListClustersRequest)(nil),   // 21: fleetcast.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),  // 22: fleetcast.v1.ListClustersResponse
+	(*Cluster)(nil),               // 23: fleetcast.v1.Cluster
+	(*Publisher)(nil),             // 24: fleetcast.v1.Publisher
+	(*FleetTotals)(nil),           // 25: fleetcast.v1.FleetTotals
+	(*LabelValuesRequest)(nil),    // 26: fleetcast.v1.LabelValuesRequest
+	(*LabelValuesResponse)(nil),   // 27: fleetcast.v1.LabelValuesResponse
+	(*LabelValue)(nil),            // 28: fleetcast.v1.LabelValue
+	nil,                           // 29: fleetcast.v1.FleetInformation.CountersEntry
+	nil,                           // 30: fleetcast.v1.FleetInformation.ListsEntry
+	nil,                           // 31: fleetcast.v1.FleetInformation.AnnotationsEntry
+	nil,                           // 32: fleetcast.v1.FleetTotals.CountersEntry
+	nil,                           // 33: fleetcast.v1.FleetTotals.ListsEntry
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
 }
 var file_fleetcast_v1_information_proto_depIdxs = []int32{
 	2,  // 0: fleetcast.v1.InformRequest.filter:type_name -> fleetcast.v1.FleetFilter
 	0,  // 1: fleetcast.v1.InformRequest.order_by:type_name -> fleetcast.v1.OrderBy
 	6,  // 2: fleetcast.v1.InformResponse.fleet_information:type_name -> fleetcast.v1.FleetInformation
 	5,  // 3: fleetcast.v1.FleetInformation.labels:type_name -> fleetcast.v1.Label
-	7,  // 4: fleetcast.v1.FleetInformation.players:type_name -> fleetcast.v1.Capacity
-	25, // 5: fleetcast.v1.FleetInformation.counters:type_name -> fleetcast.v1.FleetInformation.CountersEntry
-	26, // 6: fleetcast.v1.FleetInformation.lists:type_name -> fleetcast.v1.FleetInformation.ListsEntry
-	30, // 7: fleetcast.v1.FleetInformation.observed_time:type_name -> google.protobuf.Timestamp
-	9,  // 8: fleetcast.v1.FleetInformation.version:type_name -> fleetcast.v1.Version
-	27, // 9: fleetcast.v1.FleetInformation.annotations:type_name -> fleetcast.v1.FleetInformation.AnnotationsEntry
-	2,  // 10: fleetcast.v1.WatchFleetsRequest.filter:type_name -> fleetcast.v1.FleetFilter
-	12, // 11: fleetcast.v1.WatchFleetsResponse.fleet:type_name -> fleetcast.v1.FleetChange
-	13, // 12: fleetcast.v1.WatchFleetsResponse.cluster:type_name -> fleetcast.v1.ClusterChange
-	14, // 13: fleetcast.v1.WatchFleetsResponse.synced:type_name -> fleetcast.v1.Synced
-	16, // 14: fleetcast.v1.WatchFleetsResponse.heartbeat:type_name -> fleetcast.v1.Heartbeat
-	15, // 15: fleetcast.v1.WatchFleetsResponse.restart:type_name -> fleetcast.v1.Restart
-	1,  // 16: fleetcast.v1.FleetChange.type:type_name -> fleetcast.v1.ChangeType
-	6,  // 17: fleetcast.v1.FleetChange.fleet:type_name -> fleetcast.v1.FleetInformation
-	19, // 18: fleetcast.v1.ClusterChange.cluster:type_name -> fleetcast.v1.Cluster
-	30, // 19: fleetcast.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	19, // 20: fleetcast.v1.ListClustersResponse.clusters:type_name -> fleetcast.v1.Cluster
-	5,  // 21: fleetcast.v1.Cluster.labels:type_name -> fleetcast.v1.Label
-	20, // 22: fleetcast.v1.Cluster.publisher:type_name -> fleetcast.v1.Publisher
-	30, // 23: fleetcast.v1.Cluster.heartbeat_time:type_name -> google.protobuf.Timestamp
-	21, // 24: fleetcast.v1.Cluster.totals:type_name -> fleetcast.v1.FleetTotals
-	7,  // 25: fleetcast.v1.FleetTotals.players:type_name -> fleetcast.v1.Capacity
-	28, // 26: fleetcast.v1.FleetTotals.counters:type_name -> fleetcast.v1.FleetTotals.CountersEntry
-	29, // 27: fleetcast.v1.FleetTotals.lists:type_name -> fleetcast.v1.FleetTotals.ListsEntry
-	24, // 28: fleetcast.v1.LabelValuesResponse.values:type_name -> fleetcast.v1.LabelValue
-	8,  // 29: fleetcast.v1.FleetInformation.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
-	8,  // 30: fleetcast.v1.FleetInformation.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
-	8,  // 31: fleetcast.v1.FleetTotals.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
-	8,  // 32: fleetcast.v1.FleetTotals.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
-	3,  // 33: fleetcast.v1.InformationService.Inform:input_type -> fleetcast.v1.InformRequest
-	10, // 34: fleetcast.v1.InformationService.WatchFleets:input_type -> fleetcast.v1.WatchFleetsRequest
-	17, // 35: fleetcast.v1.InformationService.ListClusters:input_type -> fleetcast.v1.ListClustersRequest
-	22, // 36: fleetcast.v1.InformationService.LabelValues:input_type -> fleetcast.v1.LabelValuesRequest
-	4,  // 37: fleetcast.v1.InformationService.Inform:output_type -> fleetcast.v1.InformResponse
-	11, // 38: fleetcast.v1.InformationService.WatchFleets:output_type -> fleetcast.v1.WatchFleetsResponse
-	18, // 39: fleetcast.v1.InformationService.ListClusters:output_type -> fleetcast.v1.ListClustersResponse
-	23, // 40: fleetcast.v1.InformationService.LabelValues:output_type -> fleetcast.v1.LabelValuesResponse
-	37, // [37:41] is the sub-list for method output_type
-	33, // [33:37] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	11, // 4: fleetcast.v1.FleetInformation.players:type_name -> fleetcast.v1.Capacity
+	29, // 5: fleetcast.v1.FleetInformation.counters:type_name -> fleetcast.v1.FleetInformation.CountersEntry
+	30, // 6: fleetcast.v1.FleetInformation.lists:type_name -> fleetcast.v1.FleetInformation.ListsEntry
+	34, // 7: fleetcast.v1.FleetInformation.observed_time:type_name -> google.protobuf.Timestamp
+	13, // 8: fleetcast.v1.FleetInformation.version:type_name -> fleetcast.v1.Version
+	31, // 9: fleetcast.v1.FleetInformation.annotations:type_name -> fleetcast.v1.FleetInformation.AnnotationsEntry
+	7,  // 10: fleetcast.v1.FleetInformation.rollout:type_name -> fleetcast.v1.Rollout
+	9,  // 11: fleetcast.v1.FleetInformation.autoscalers:type_name -> fleetcast.v1.Autoscaler
+	8,  // 12: fleetcast.v1.Rollout.sets:type_name -> fleetcast.v1.GameServerSet
+	10, // 13: fleetcast.v1.Autoscaler.policy:type_name -> fleetcast.v1.AutoscalerPolicy
+	34, // 14: fleetcast.v1.Autoscaler.last_scale_time:type_name -> google.protobuf.Timestamp
+	2,  // 15: fleetcast.v1.WatchFleetsRequest.filter:type_name -> fleetcast.v1.FleetFilter
+	16, // 16: fleetcast.v1.WatchFleetsResponse.fleet:type_name -> fleetcast.v1.FleetChange
+	17, // 17: fleetcast.v1.WatchFleetsResponse.cluster:type_name -> fleetcast.v1.ClusterChange
+	18, // 18: fleetcast.v1.WatchFleetsResponse.synced:type_name -> fleetcast.v1.Synced
+	20, // 19: fleetcast.v1.WatchFleetsResponse.heartbeat:type_name -> fleetcast.v1.Heartbeat
+	19, // 20: fleetcast.v1.WatchFleetsResponse.restart:type_name -> fleetcast.v1.Restart
+	1,  // 21: fleetcast.v1.FleetChange.type:type_name -> fleetcast.v1.ChangeType
+	6,  // 22: fleetcast.v1.FleetChange.fleet:type_name -> fleetcast.v1.FleetInformation
+	23, // 23: fleetcast.v1.ClusterChange.cluster:type_name -> fleetcast.v1.Cluster
+	34, // 24: fleetcast.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	23, // 25: fleetcast.v1.ListClustersResponse.clusters:type_name -> fleetcast.v1.Cluster
+	5,  // 26: fleetcast.v1.Cluster.labels:type_name -> fleetcast.v1.Label
+	24, // 27: fleetcast.v1.Cluster.publisher:type_name -> fleetcast.v1.Publisher
+	34, // 28: fleetcast.v1.Cluster.heartbeat_time:type_name -> google.protobuf.Timestamp
+	25, // 29: fleetcast.v1.Cluster.totals:type_name -> fleetcast.v1.FleetTotals
+	11, // 30: fleetcast.v1.FleetTotals.players:type_name -> fleetcast.v1.Capacity
+	32, // 31: fleetcast.v1.FleetTotals.counters:type_name -> fleetcast.v1.FleetTotals.CountersEntry
+	33, // 32: fleetcast.v1.FleetTotals.lists:type_name -> fleetcast.v1.FleetTotals.ListsEntry
+	28, // 33: fleetcast.v1.LabelValuesResponse.values:type_name -> fleetcast.v1.LabelValue
+	12, // 34: fleetcast.v1.FleetInformation.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
+	12, // 35: fleetcast.v1.FleetInformation.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
+	12, // 36: fleetcast.v1.FleetTotals.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
+	12, // 37: fleetcast.v1.FleetTotals.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
+	3,  // 38: fleetcast.v1.InformationService.Inform:input_type -> fleetcast.v1.InformRequest
+	14, // 39: fleetcast.v1.InformationService.WatchFleets:input_type -> fleetcast.v1.WatchFleetsRequest
+	21, // 40: fleetcast.v1.InformationService.ListClusters:input_type -> fleetcast.v1.ListClustersRequest
+	26, // 41: fleetcast.v1.InformationService.LabelValues:input_type -> fleetcast.v1.LabelValuesRequest
+	4,  // 42: fleetcast.v1.InformationService.Inform:output_type -> fleetcast.v1.InformResponse
+	15, // 43: fleetcast.v1.InformationService.WatchFleets:output_type -> fleetcast.v1.WatchFleetsResponse
+	22, // 44: fleetcast.v1.InformationService.ListClusters:output_type -> fleetcast.v1.ListClustersResponse
+	27, // 45: fleetcast.v1.InformationService.LabelValues:output_type -> fleetcast.v1.LabelValuesResponse
+	42, // [42:46] is the sub-list for method output_type
+	38, // [38:42] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_fleetcast_v1_information_proto_init() }
@@ -2044,7 +2470,8 @@ func file_fleetcast_v1_information_proto_init() {
 	if File_fleetcast_v1_information_proto != nil {
 		return
 	}
-	file_fleetcast_v1_information_proto_msgTypes[9].OneofWrappers = []any{
+	file_fleetcast_v1_information_proto_msgTypes[0].OneofWrappers = []any{}
+	file_fleetcast_v1_information_proto_msgTypes[13].OneofWrappers = []any{
 		(*WatchFleetsResponse_Fleet)(nil),
 		(*WatchFleetsResponse_Cluster)(nil),
 		(*WatchFleetsResponse_Synced)(nil),
@@ -2057,7 +2484,7 @@ func file_fleetcast_v1_information_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetcast_v1_information_proto_rawDesc), len(file_fleetcast_v1_information_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -426,6 +426,46 @@ function capacities(m) {
     .map((k) => el("div", { class: "chip", title: `${m[k].count} of ${m[k].capacity} used` }, `${k}: ${n(m[k].available)} free of ${n(m[k].capacity)}`));
 }
 
+// rollout describes a fleet's rollout: complete, rolling (what the current
+// set runs of the desired replicas, what the old sets still run), or a
+// dash while it is unknown (no set seen yet, or an older publisher).
+function rollout(f) {
+  const r = f.rollout;
+  if (!r) return [el("span", { class: "muted", title: "no GameServerSet seen yet, or a publisher older than rollouts" }, "—")];
+  if (r.complete) return [el("span", { class: "badge fresh", title: r.sets.map((s) => s.name).join(", ") }, "complete")];
+  let running = 0;
+  let old = 0;
+  let current = "";
+  for (const s of r.sets) {
+    if (s.current) {
+      running = s.readyReplicas + s.reservedReplicas + s.allocatedReplicas;
+      current = s.name;
+    } else old += s.replicas;
+  }
+  return [
+    el("span", { class: "badge rolling", title: current ? `current set ${current}` : "no set runs the fleet's template yet" }, "rolling"),
+    ` ${n(running)} of ${n(f.replicas)} new · ${n(old)} old`,
+  ];
+}
+
+// autoscalers lists a fleet's FleetAutoscalers: policy, desired against
+// current replicas, and whether it is limited or unable to scale.
+function autoscalers(f) {
+  const as = f.autoscalers || [];
+  if (!as.length) return [el("span", { class: "muted" }, "—")];
+  const out = as.map((a) => {
+    const p = a.policy;
+    const policy = [p.type, p.bufferSize, p.key].filter(Boolean).join(" ");
+    const title = [`${a.name}`, p.webhookHost && `calls ${p.webhookHost}`, a.lastScaleTime && `last scaled ${a.lastScaleTime}`].filter(Boolean).join(" · ");
+    const chip = el("div", { class: "chip", title }, `${policy}: ${n(a.desiredReplicas)} desired of ${n(a.currentReplicas)}`);
+    if (a.scalingLimited) chip.append(" ", el("span", { class: "badge degraded" }, "limited"));
+    if (!a.ableToScale) chip.append(" ", el("span", { class: "badge stale" }, "unable"));
+    return chip;
+  });
+  if (as.length > 1) out.unshift(el("span", { class: "badge degraded", title: "several FleetAutoscalers target this fleet and fight over it" }, `${as.length} autoscalers`));
+  return out;
+}
+
 function fillRow(tr, f) {
   const total = Math.max(f.replicas, f.readyReplicas + f.allocatedReplicas + f.reservedReplicas, 1);
   const bar = el("div", { class: "bar", "aria-hidden": "true" });
@@ -459,6 +499,8 @@ function fillRow(tr, f) {
     ),
     el("td", { dataset: { col: "counters" } }, ...capacities(f.counters)),
     el("td", { dataset: { col: "lists" } }, ...capacities(f.lists)),
+    el("td", { dataset: { col: "rollout" } }, ...rollout(f)),
+    el("td", { dataset: { col: "autoscalers" } }, ...autoscalers(f)),
     el("td", { class: "num", dataset: { col: "lag" } }, `${n(f.lagMillis)} ms`),
     el("td", { dataset: { col: "state" } }, ...(marks.length ? marks : ["ok"])),
   );
