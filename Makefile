@@ -9,6 +9,7 @@ CONTROLPLANE := scripts/controlplane.sh
 TERRAFORM := scripts/terraform.sh
 PROTO     := scripts/proto.sh
 CHROMIUM  := scripts/chromium.sh
+HELM      := scripts/helm.sh
 # Where `make emulators-up` keeps the emulators' PIDs, ports and logs.
 EMU_DIR   := .emulators
 # make bench: time per core benchmark, rounds of them, and flags for the
@@ -55,11 +56,12 @@ screenshots: ## Write docs/dashboard.png and docs/dashboard-versions.png from th
 	$(EMULATORS) run -- bin/fleetcast-demo --duration=60s --screenshots=docs
 
 .PHONY: test
-test: vet terraform ## Run every test with -race: builds the control plane and installs Chromium if missing, starts and stops the emulators.
+test: vet terraform ## Run every test with -race: builds the control plane and Helm and installs Chromium if missing, starts and stops the emulators.
 	eval "$$($(CONTROLPLANE) build)"; \
 	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
 	export FLEETCAST_TF_PROVIDER_DIR="$$($(TERRAFORM) build)" REQUIRE_TERRAFORM=1; \
 	export CHROMIUM="$$($(CHROMIUM) path)" REQUIRE_BROWSER=1; \
+	export HELM="$$($(HELM) path)" REQUIRE_HELM=1; \
 	$(EMULATORS) run -- $(GO) test -race -count=1 ./...
 
 .PHONY: terraform
@@ -70,6 +72,24 @@ terraform: ## Offline Terraform checks: fmt, validate and test (module, dev, pro
 source: ## Build the functions' deployable source zip (bin/functions.zip).
 	mkdir -p bin
 	$(GO) run ./functions/cmd/source -o bin/functions.zip
+
+.PHONY: chart
+chart: ## Lint the publisher's Helm chart and package it (bin/fleetcast-publisher-VERSION.tgz); builds Helm if missing.
+	mkdir -p bin
+	h="$$($(HELM) path)"; \
+	"$$h" lint --strict publisher/chart --values publisher/testdata/chart-values-gke.yaml && \
+	"$$h" package publisher/chart --destination bin
+
+# make image: the publisher's image, for both architectures, tagged and
+# versioned with the chart's appVersion; IMAGE names its repository.
+IMAGE ?= REGION-docker.pkg.dev/PROJECT/fleetcast/fleetcast-publisher
+VERSION ?= $(shell awk '$$1 == "appVersion:" {gsub(/"/, "", $$2); print $$2}' publisher/chart/Chart.yaml)
+
+.PHONY: image
+image: ## Build and push the publisher's image for linux/amd64 and linux/arm64 (IMAGE=repository; needs docker buildx).
+	@command -v docker >/dev/null || { echo "make image needs docker with buildx" >&2; exit 1; }
+	docker buildx build --platform linux/amd64,linux/arm64 -f publisher/Dockerfile \
+	  --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) --push .
 
 .PHONY: controlplane
 controlplane: ## Build kube-apiserver and etcd into the user cache (once per machine and version).

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -37,6 +38,13 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "version" || args[0] == "--version") {
+		if len(args) > 1 {
+			return fmt.Errorf("version takes no arguments, got %q", args[1:])
+		}
+		fmt.Fprintf(stdout, "fleetcast-publisher %s (%s, %s/%s)\n", publisher.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return nil
+	}
 	cfg, err := publisher.ParseConfig(args, getenv, stderr)
 	if err != nil {
 		return err

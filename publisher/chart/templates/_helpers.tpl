@@ -1,0 +1,74 @@
+{{/* The name of every object: the chart's, as in publisher/deploy. */}}
+{{- define "fleetcast-publisher.name" -}}
+fleetcast-publisher
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "fleetcast-publisher.labels" -}}
+{{ include "fleetcast-publisher.selectorLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}
+
+{{/* Labels that select the publisher's pods: publisher/deploy's, since
+the objects' names are fixed (one publisher per namespace). */}}
+{{- define "fleetcast-publisher.selectorLabels" -}}
+app.kubernetes.io/name: fleetcast-publisher
+app.kubernetes.io/part-of: fleetcast
+{{- end }}
+
+{{/* The image: by digest when one is given, else by tag (appVersion by default). */}}
+{{- define "fleetcast-publisher.image" -}}
+{{- if .Values.image.digest -}}
+{{- if not (regexMatch "^sha256:[0-9a-f]{64}$" .Values.image.digest) -}}
+{{- fail (printf "image.digest %q: want sha256: and 64 hex digits" .Values.image.digest) -}}
+{{- end -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end }}
+
+{{/* The topic: fleet-events-<cluster> unless set. */}}
+{{- define "fleetcast-publisher.topic" -}}
+{{- .Values.topic | default (printf "fleet-events-%s" .Values.cluster) -}}
+{{- end }}
+
+{{/* k=v,k=v of a map, sorted by key. */}}
+{{- define "fleetcast-publisher.pairs" -}}
+{{- $pairs := list -}}
+{{- range $k := keys . | sortAlpha -}}
+{{- $pairs = append $pairs (printf "%s=%s" $k (index $ $k)) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end }}
+
+{{/* Fails, naming the value, on what the publisher would refuse at start. */}}
+{{- define "fleetcast-publisher.validate" -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" (.Values.cluster | toString)) -}}
+{{- fail (printf "cluster %q: required, a DNS-1123 label (lower case letters, digits and '-', at most 63)" (.Values.cluster | toString)) -}}
+{{- end -}}
+{{- if not .Values.project -}}
+{{- fail "project: required, the Google Cloud project of the topic" -}}
+{{- end -}}
+{{- $id := .Values.identity -}}
+{{- if not (has $id.type (list "gke" "workloadIdentityFederation" "none")) -}}
+{{- fail (printf "identity.type %q: want gke, workloadIdentityFederation or none" $id.type) -}}
+{{- end -}}
+{{- if and (ne $id.type "none") (not (regexMatch "^[^@]+@[^@]+\\.iam\\.gserviceaccount\\.com$" ($id.serviceAccount | toString))) -}}
+{{- fail (printf "identity.serviceAccount %q: required with identity.type %s, the Google service account's email (NAME@PROJECT.iam.gserviceaccount.com)" ($id.serviceAccount | toString) $id.type) -}}
+{{- end -}}
+{{- if and (eq $id.type "workloadIdentityFederation") (not (regexMatch "^//iam\\.googleapis\\.com/projects/[0-9]+/locations/global/workloadIdentityPools/[a-z0-9-]+/providers/[a-z0-9-]+$" ($id.workloadIdentityFederation.provider | toString))) -}}
+{{- fail (printf "identity.workloadIdentityFederation.provider %q: want //iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/POOL/providers/PROVIDER (Terraform's publisher_chart_values output)" ($id.workloadIdentityFederation.provider | toString)) -}}
+{{- end -}}
+{{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicas) 1) -}}
+{{- fail (printf "replicas %d with leaderElection.enabled false: every replica would publish; enable leader election or run one" (int .Values.replicas)) -}}
+{{- end -}}
+{{- end }}
+
+{{/* Where the Workload Identity Federation files are mounted. */}}
+{{- define "fleetcast-publisher.wifDir" -}}
+/var/run/secrets/fleetcast
+{{- end }}
