@@ -356,3 +356,47 @@ func TestCloudRunSizeRule(t *testing.T) {
 	}
 	assert.True(t, strings.HasPrefix(bytesString(1<<30), "1 GiB"))
 }
+
+// Google's rules for workload identity pool and provider IDs: 4 to 32
+// lowercase letters, digits or hyphens, and a pool ID may not start with
+// gcp-; display names are at most 32 characters.
+var workloadIdentityID = regexp.MustCompile(`^[a-z0-9-]{4,32}$`)
+
+// TestEnvironmentsFederateClustersOutsideGKE plans dev and prod with a
+// cluster outside GKE: its pool and provider have IDs Google accepts, and
+// its topic, like every topic, validates against every revision of the
+// event schema (no revision range), so that old and new publishers both
+// publish while clusters upgrade one at a time.
+func TestEnvironmentsFederateClustersOutsideGKE(t *testing.T) {
+	for _, env := range []string{"dev", "prod"} {
+		t.Run(env, func(t *testing.T) {
+			res := planEnvironment(t, env, `{"eks-us-east-1" = {workload_identity_federation = {issuer_uri = "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE"}}}`)
+			pool := res[`module.fleetcast.google_iam_workload_identity_pool.cluster["eks-us-east-1"]`]
+			require.NotNil(t, pool.Values, "the cluster's pool")
+			id := pool.Values["workload_identity_pool_id"].(string)
+			assert.Regexp(t, workloadIdentityID, id)
+			assert.False(t, strings.HasPrefix(id, "gcp-"), "Google reserves pool IDs starting with gcp-")
+			assert.LessOrEqual(t, len(pool.Values["display_name"].(string)), 32)
+			provider := res[`module.fleetcast.google_iam_workload_identity_pool_provider.cluster["eks-us-east-1"]`]
+			require.NotNil(t, provider.Values, "the cluster's provider")
+			assert.Regexp(t, workloadIdentityID, provider.Values["workload_identity_pool_provider_id"].(string))
+			assert.LessOrEqual(t, len(provider.Values["display_name"].(string)), 32)
+			assert.Equal(t, "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE", first(t, provider.Values["oidc"])["issuer_uri"])
+			assert.NotEmpty(t, provider.Values["attribute_condition"], "the provider admits the publisher alone")
+			// One binding, the federated publisher's: its member names the
+			// pool, known only once it exists (the module's test checks it).
+			var bindings []string
+			for addr, r := range res {
+				if r.Type == "google_service_account_iam_member" && r.Values["role"] == "roles/iam.workloadIdentityUser" {
+					bindings = append(bindings, addr)
+				}
+			}
+			assert.Equal(t, []string{`module.fleetcast.google_service_account_iam_member.publisher_federation["eks-us-east-1"]`}, bindings)
+
+			settings := first(t, res[`module.fleetcast.google_pubsub_topic.events["eks-us-east-1"]`].Values["schema_settings"])
+			assert.Empty(t, settings["first_revision_id"], "every schema revision validates")
+			assert.Empty(t, settings["last_revision_id"], "every schema revision validates")
+			assert.Equal(t, "JSON", settings["encoding"])
+		})
+	}
+}

@@ -33,13 +33,16 @@ var servicesNeeded = map[string][]string{
 		"cloudfunctions.googleapis.com", "cloudbuild.googleapis.com",
 		"artifactregistry.googleapis.com", "run.googleapis.com",
 	},
-	"google_cloud_run_v2_service_iam_member": {"run.googleapis.com"},
+	"google_cloud_run_v2_service_iam_member":     {"run.googleapis.com"},
+	"google_iam_workload_identity_pool":          {"iam.googleapis.com"},
+	"google_iam_workload_identity_pool_provider": {"iam.googleapis.com"},
 }
 
 // servicesAtRunTime are APIs the deployed pipeline calls, not Terraform:
 // the push subscription's OIDC tokens and Workload Identity go through IAM
-// Credentials.
-var servicesAtRunTime = []string{"iamcredentials.googleapis.com"}
+// Credentials; a federated publisher exchanges its cluster's token at the
+// Security Token Service first.
+var servicesAtRunTime = []string{"iamcredentials.googleapis.com", "sts.googleapis.com"}
 
 // The wait after enabling the services, and the resource that enables them.
 const (

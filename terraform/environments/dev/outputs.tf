@@ -22,3 +22,8 @@ output "dead_letter_subscription" {
   description = "Where undeliverable fleet events wait for inspection."
   value       = module.fleetcast.dead_letter_subscription
 }
+
+output "publisher_chart_values" {
+  description = "The publisher Helm chart's values per cluster (terraform output -json publisher_chart_values | jq '.CLUSTER' > values.yaml)."
+  value       = module.fleetcast.publisher_chart_values
+}

@@ -28,12 +28,16 @@ variable "query_invokers" {
 
 variable "clusters" {
   type = map(object({
-    gke_project     = string
+    gke_project = optional(string)
+    workload_identity_federation = optional(object({
+      issuer_uri = string
+      jwks_json  = optional(string)
+    }))
     namespace       = optional(string, "fleetcast")
     service_account = optional(string, "fleetcast-publisher")
     labels          = optional(map(string), {})
   }))
-  description = "Game clusters, by name, each with the project of its GKE cluster (see the module's clusters variable); none by default."
+  description = "Game clusters, by name, each with the project of its GKE cluster or the token issuer of a cluster elsewhere (see the module's clusters variable); none by default."
   default     = {}
 }
 

@@ -28,7 +28,11 @@ variable "query_invokers" {
 
 variable "clusters" {
   type = map(object({
-    gke_project     = string
+    gke_project = optional(string)
+    workload_identity_federation = optional(object({
+      issuer_uri = string
+      jwks_json  = optional(string)
+    }))
     namespace       = optional(string, "fleetcast")
     service_account = optional(string, "fleetcast-publisher")
     labels          = optional(map(string), {})

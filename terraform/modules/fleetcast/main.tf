@@ -10,6 +10,7 @@ locals {
     "iam.googleapis.com",
     "iamcredentials.googleapis.com",
     "pubsub.googleapis.com",
+    "sts.googleapis.com",
     "run.googleapis.com",
     "storage.googleapis.com",
   ]
@@ -33,6 +34,9 @@ locals {
   # Firestore IAM conditions name the database: the functions' roles hold
   # on fleetcast's database only.
   database_condition = "resource.name == \"projects/${var.project_id}/databases/${local.database}\""
+  # The clusters outside GKE, and each publisher's Kubernetes subject.
+  federated         = { for name, c in var.clusters : name => c if c.workload_identity_federation != null }
+  publisher_subject = { for name, c in var.clusters : name => "system:serviceaccount:${c.namespace}:${c.service_account}" }
 }
 
 # Looked up unless given (which lets plan run without API access); after
@@ -338,10 +342,45 @@ resource "google_pubsub_topic_iam_member" "publisher" {
 # publisher's Google service account. The pool <gke_project>.svc.id.goog
 # exists once that project has a GKE cluster with Workload Identity.
 resource "google_service_account_iam_member" "publisher_workload_identity" {
-  for_each           = var.clusters
+  for_each           = { for name, c in var.clusters : name => c if c.gke_project != null }
   service_account_id = google_service_account.publisher[each.key].name
   role               = "roles/iam.workloadIdentityUser"
   member             = "serviceAccount:${each.value.gke_project}.svc.id.goog[${each.value.namespace}/${each.value.service_account}]"
+}
+
+# Workload Identity Federation, for a cluster outside GKE: a pool of its own
+# (a pool per cluster, since every cluster's publisher has the same
+# subject, system:serviceaccount:NAMESPACE:NAME), whose provider trusts the
+# cluster's token issuer and admits the publisher's service account alone.
+# Deleted pools and providers are kept for 30 days, their IDs reserved.
+resource "google_iam_workload_identity_pool" "cluster" {
+  for_each                  = local.federated
+  project                   = var.project_id
+  workload_identity_pool_id = "${var.name_prefix}-${each.key}"
+  display_name              = substr("fleetcast ${each.key}", 0, 32)
+  description               = "The fleetcast publisher of cluster ${each.key}."
+  depends_on                = [time_sleep.services]
+}
+
+resource "google_iam_workload_identity_pool_provider" "cluster" {
+  for_each                           = local.federated
+  project                            = var.project_id
+  workload_identity_pool_id          = google_iam_workload_identity_pool.cluster[each.key].workload_identity_pool_id
+  workload_identity_pool_provider_id = "kubernetes"
+  display_name                       = "Kubernetes service accounts"
+  attribute_mapping                  = { "google.subject" = "assertion.sub" }
+  attribute_condition                = "assertion.sub == '${local.publisher_subject[each.key]}'"
+  oidc {
+    issuer_uri = each.value.workload_identity_federation.issuer_uri
+    jwks_json  = each.value.workload_identity_federation.jwks_json
+  }
+}
+
+resource "google_service_account_iam_member" "publisher_federation" {
+  for_each           = local.federated
+  service_account_id = google_service_account.publisher[each.key].name
+  role               = "roles/iam.workloadIdentityUser"
+  member             = "principal://iam.googleapis.com/${google_iam_workload_identity_pool.cluster[each.key].name}/subject/${local.publisher_subject[each.key]}"
 }
 
 # --- Functions -----------------------------------------------------------------

@@ -35,3 +35,31 @@ output "publisher_flags" {
     ]))
   }
 }
+
+output "publisher_chart_values" {
+  description = "The publisher Helm chart's values for each cluster: terraform output -json publisher_chart_values | jq '.CLUSTER' > values.yaml, then helm install fleetcast-publisher publisher/chart -n NAMESPACE --create-namespace -f values.yaml (NAMESPACE the cluster's namespace)."
+  value = merge(
+    {
+      for name, c in var.clusters : name => {
+        cluster       = name
+        clusterLabels = c.labels
+        project       = var.project_id
+        topic         = google_pubsub_topic.events[name].name
+        identity      = { type = "gke", serviceAccount = google_service_account.publisher[name].email }
+      } if c.workload_identity_federation == null
+    },
+    {
+      for name, c in local.federated : name => {
+        cluster       = name
+        clusterLabels = c.labels
+        project       = var.project_id
+        topic         = google_pubsub_topic.events[name].name
+        identity = {
+          type                       = "workloadIdentityFederation"
+          serviceAccount             = google_service_account.publisher[name].email
+          workloadIdentityFederation = { provider = "//iam.googleapis.com/${google_iam_workload_identity_pool_provider.cluster[name].name}" }
+        }
+      }
+    },
+  )
+}

@@ -80,12 +80,20 @@ variable "go_runtime" {
 
 variable "clusters" {
   type = map(object({
-    gke_project     = string
+    gke_project = optional(string)
+    workload_identity_federation = optional(object({
+      issuer_uri = string
+      jwks_json  = optional(string)
+    }))
     namespace       = optional(string, "fleetcast")
     service_account = optional(string, "fleetcast-publisher")
     labels          = optional(map(string), {})
   }))
-  description = "Game clusters, by fleetcast cluster name (a DNS-1123 label): the GKE project whose Workload Identity pool the publisher runs in, its Kubernetes namespace and service account, and labels describing the cluster."
+  description = <<-EOT
+    Game clusters, by fleetcast cluster name (a DNS-1123 label), each with its Kubernetes namespace and service account, labels describing it, and exactly one identity:
+    gke_project, the project of a GKE cluster whose Workload Identity pool <gke_project>.svc.id.goog the publisher runs in;
+    or workload_identity_federation, for a cluster elsewhere (EKS, AKS, on-premises): the issuer of its service account tokens (kubectl get --raw /.well-known/openid-configuration), and, when that issuer is not reachable from the internet, its JWKS (kubectl get --raw /openid/v1/jwks). Such a cluster gets a workload identity pool and provider of its own.
+  EOT
   default     = {}
   validation {
     condition     = alltrue([for name in keys(var.clusters) : can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", name))])
@@ -98,8 +106,25 @@ variable "clusters" {
     error_message = "Cluster names must fit the publisher's service account ID <name_prefix>-pub-<cluster> in 30 characters: at most ${30 - length("${var.name_prefix}-pub-")} characters with name_prefix \"${var.name_prefix}\"."
   }
   validation {
-    condition     = alltrue([for c in values(var.clusters) : can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", c.gke_project))])
+    condition     = alltrue([for c in values(var.clusters) : (c.gke_project == null) != (c.workload_identity_federation == null)])
+    error_message = "Every cluster needs exactly one of gke_project (a GKE cluster) and workload_identity_federation (any other cluster)."
+  }
+  validation {
+    condition     = alltrue([for c in values(var.clusters) : c.gke_project == null || can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", c.gke_project))])
     error_message = "Every cluster's gke_project must be the ID of the Google Cloud project holding its GKE cluster (Workload Identity pool <gke_project>.svc.id.goog)."
+  }
+  validation {
+    condition     = alltrue([for c in values(var.clusters) : c.workload_identity_federation == null || can(regex("^https://[^/?#]+(/[^?#]*)?$", c.workload_identity_federation.issuer_uri))])
+    error_message = "Every cluster's workload_identity_federation.issuer_uri must be the https URL of its service account token issuer (the iss of its tokens)."
+  }
+  validation {
+    # Conditionals, not ||: Terraform evaluates both sides of ||.
+    condition = alltrue([for c in values(var.clusters) : (
+      c.workload_identity_federation == null ? true :
+      c.workload_identity_federation.jwks_json == null ? true :
+      try(length(jsondecode(c.workload_identity_federation.jwks_json).keys) > 0, false)
+    )])
+    error_message = "workload_identity_federation.jwks_json, when set, must be the cluster's JWKS document, with its keys (kubectl get --raw /openid/v1/jwks)."
   }
 }
 

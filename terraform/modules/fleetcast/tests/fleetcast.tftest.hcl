@@ -59,6 +59,20 @@ override_resource {
   }
 }
 
+override_resource {
+  target = google_iam_workload_identity_pool.cluster
+  values = {
+    name = "projects/123456789012/locations/global/workloadIdentityPools/fleetcast-eks-us"
+  }
+}
+
+override_resource {
+  target = google_iam_workload_identity_pool_provider.cluster
+  values = {
+    name = "projects/123456789012/locations/global/workloadIdentityPools/fleetcast-eks-us/providers/kubernetes"
+  }
+}
+
 variables {
   project_id          = "studio-fleets"
   function_source_zip = "tests/fleetcast.tftest.hcl" # any existing file stands in for the zip
@@ -402,4 +416,86 @@ run "the_source_zip_must_exist" {
     function_source_zip = "does-not-exist.zip"
   }
   expect_failures = [var.function_source_zip]
+}
+
+run "a_cluster_outside_gke_federates_its_own_pool" {
+  command = apply
+  variables {
+    clusters = {
+      "pc-eu" = { gke_project = "studio-game-eu" }
+      "eks-us" = {
+        workload_identity_federation = { issuer_uri = "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE" }
+        labels                       = { platform = "pc", region = "us-east-1" }
+      }
+    }
+  }
+  assert {
+    condition     = keys(google_iam_workload_identity_pool.cluster) == ["eks-us"] && google_iam_workload_identity_pool.cluster["eks-us"].workload_identity_pool_id == "fleetcast-eks-us"
+    error_message = "the cluster outside GKE, and it alone, gets a pool of its own"
+  }
+  assert {
+    condition     = google_iam_workload_identity_pool_provider.cluster["eks-us"].oidc[0].issuer_uri == "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
+    error_message = "the provider trusts the cluster's token issuer"
+  }
+  assert {
+    condition     = google_iam_workload_identity_pool_provider.cluster["eks-us"].attribute_condition == "assertion.sub == 'system:serviceaccount:fleetcast:fleetcast-publisher'" && google_iam_workload_identity_pool_provider.cluster["eks-us"].attribute_mapping["google.subject"] == "assertion.sub"
+    error_message = "the provider admits the publisher's Kubernetes service account alone"
+  }
+  assert {
+    condition     = google_service_account_iam_member.publisher_federation["eks-us"].member == "principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/fleetcast-eks-us/subject/system:serviceaccount:fleetcast:fleetcast-publisher" && google_service_account_iam_member.publisher_federation["eks-us"].role == "roles/iam.workloadIdentityUser"
+    error_message = "the federated publisher may act as its cluster's Google service account"
+  }
+  assert {
+    condition     = keys(google_service_account_iam_member.publisher_workload_identity) == ["pc-eu"]
+    error_message = "GKE Workload Identity only for the GKE cluster"
+  }
+  assert {
+    condition     = output.publisher_chart_values["eks-us"].identity.type == "workloadIdentityFederation" && output.publisher_chart_values["eks-us"].identity.workloadIdentityFederation.provider == "//iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/fleetcast-eks-us/providers/kubernetes"
+    error_message = "the chart's values name the provider as the credential configuration's audience"
+  }
+  assert {
+    condition     = output.publisher_chart_values["eks-us"].identity.serviceAccount == "fleetcast-pub@studio-fleets.iam.gserviceaccount.com" && output.publisher_chart_values["eks-us"].topic == "fleet-events-eks-us" && output.publisher_chart_values["eks-us"].clusterLabels["region"] == "us-east-1"
+    error_message = "the chart's values name the cluster's service account, topic and labels"
+  }
+  assert {
+    condition     = output.publisher_chart_values["pc-eu"].identity == { type = "gke", serviceAccount = "fleetcast-pub@studio-fleets.iam.gserviceaccount.com" }
+    error_message = "a GKE cluster's chart values use Workload Identity"
+  }
+}
+
+run "a_cluster_needs_exactly_one_identity" {
+  command = plan
+  variables {
+    clusters = {
+      "both" = {
+        gke_project                  = "studio-game-eu"
+        workload_identity_federation = { issuer_uri = "https://issuer.example.com" }
+      }
+    }
+  }
+  expect_failures = [var.clusters]
+}
+
+run "a_cluster_without_identity" {
+  command = plan
+  variables {
+    clusters = { "neither" = {} }
+  }
+  expect_failures = [var.clusters]
+}
+
+run "an_issuer_must_be_https" {
+  command = plan
+  variables {
+    clusters = { "aks-eu" = { workload_identity_federation = { issuer_uri = "http://issuer.example.com" } } }
+  }
+  expect_failures = [var.clusters]
+}
+
+run "jwks_must_hold_keys" {
+  command = plan
+  variables {
+    clusters = { "onprem" = { workload_identity_federation = { issuer_uri = "https://kubernetes.default.svc", jwks_json = "{}" } } }
+  }
+  expect_failures = [var.clusters]
 }
