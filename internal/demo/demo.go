@@ -298,8 +298,15 @@ func verify(out io.Writer, queryURL string) error {
 		return fmt.Errorf("demo check: %w", err)
 	}
 	per := map[string]int{}
+	rollouts, scaled := 0, 0
 	for _, f := range fleets {
 		per[f.Cluster]++
+		if f.Rollout != nil {
+			rollouts++
+		}
+		if len(f.Autoscalers) > 0 {
+			scaled++
+		}
 	}
 	var missing []string
 	for _, c := range Clusters {
@@ -310,7 +317,11 @@ func verify(out io.Writer, queryURL string) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("demo check failed: no fleets or no heartbeat from %v in the query API", missing)
 	}
-	fmt.Fprintf(out, "» check passed: the query API serves %d fleets from %d clusters\n", len(fleets), len(clusters.Items))
+	if rollouts == 0 || scaled == 0 {
+		return fmt.Errorf("demo check failed: of %d fleets, %d show a rollout and %d an autoscaler in the query API", len(fleets), rollouts, scaled)
+	}
+	fmt.Fprintf(out, "» check passed: the query API serves %d fleets from %d clusters, %d with their rollout and %d with their autoscaler\n",
+		len(fleets), len(clusters.Items), rollouts, scaled)
 	return nil
 }
 
