@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/logging"
 )
@@ -23,27 +25,11 @@ type Sink interface {
 	Drop()
 }
 
-// Clock is the Agent's time source; RealClock in production, a manual one in
-// tests.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f in its own goroutine after d, unless stopped.
-	AfterFunc(d time.Duration, f func()) Stopper
-}
-
-// Stopper cancels a pending AfterFunc; *time.Timer is one.
-type Stopper interface {
-	Stop() bool
-}
-
-// RealClock is the Clock of the time package.
-type RealClock struct{}
-
-// Now returns time.Now().
-func (RealClock) Now() time.Time { return time.Now() }
-
-// AfterFunc is time.AfterFunc.
-func (RealClock) AfterFunc(d time.Duration, f func()) Stopper { return time.AfterFunc(d, f) }
+// Clock is the publisher's one time source, for the Agent, the Sender, the
+// terms and everything Run starts: k8s.io/utils/clock's, so that
+// clock.RealClock serves in production and tests give a fake or a skewed
+// one.
+type Clock = clock.WithTickerAndDelayedExecution
 
 // AgentConfig configures an Agent.
 type AgentConfig struct {
@@ -97,7 +83,7 @@ type entry struct {
 	version   fleet.Version // of the last event stamped for the fleet
 	lastEmit  time.Time     // when it was stamped, for the min interval
 	lastSent  time.Time     // when its last event was last handed over (stamped or refreshed)
-	timer     Stopper       // the pending trailing publish, if any
+	timer     clock.Timer   // the pending trailing publish, if any
 	timerGen  uint64        // tells a stale timer firing from the current one
 }
 

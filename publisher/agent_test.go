@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/fleetcast/fleetcast/fleet"
 )
@@ -57,15 +59,24 @@ func testMetrics(tb testing.TB) *Metrics {
 	return m
 }
 
-// manualClock is a Clock that moves only when told, running what falls due
-// synchronously (outside its lock: the functions read the clock).
+// manualClock is the publisher's Clock moving only when told. Its
+// AfterFunc runs what falls due synchronously, in time order and outside
+// its lock, since the Agent's timers read the clock (k8s.io/utils' fake
+// runs them under its lock, where reading it deadlocks); the rest of the
+// interface (timers, tickers) is that fake's, kept at the same time.
 type manualClock struct {
+	*testingclock.FakeClock
 	mu    sync.Mutex
 	now   time.Time
 	funcs []*manualTimer
 }
 
+func newManualClock(now time.Time) *manualClock {
+	return &manualClock{FakeClock: testingclock.NewFakeClock(now), now: now}
+}
+
 type manualTimer struct {
+	clock   *manualClock
 	at      time.Time
 	f       func()
 	stopped bool
@@ -77,16 +88,29 @@ func (t *manualTimer) Stop() bool {
 	return was
 }
 
+// C is never sent on: an AfterFunc timer calls its function.
+func (t *manualTimer) C() <-chan time.Time { return nil }
+
+func (t *manualTimer) Reset(d time.Duration) bool {
+	t.clock.mu.Lock()
+	defer t.clock.mu.Unlock()
+	was := !t.stopped
+	t.at, t.stopped = t.clock.now.Add(d), false
+	return was
+}
+
 func (c *manualClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-func (c *manualClock) AfterFunc(d time.Duration, f func()) Stopper {
+func (c *manualClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &manualTimer{at: c.now.Add(d), f: f}
+	t := &manualTimer{clock: c, at: c.now.Add(d), f: f}
 	c.funcs = append(c.funcs, t)
 	return t
 }
@@ -107,6 +131,7 @@ func (c *manualClock) Step(d time.Duration) {
 		if next == nil {
 			c.now = end
 			c.mu.Unlock()
+			c.FakeClock.SetTime(end)
 			return
 		}
 		next.stopped = true
@@ -120,7 +145,7 @@ func (c *manualClock) Step(d time.Duration) {
 
 func newTestAgent(tb testing.TB) (*Agent, *recordingSink, *manualClock) {
 	tb.Helper()
-	clk := &manualClock{now: time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)}
+	clk := newManualClock(time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC))
 	sink := &recordingSink{}
 	a := NewAgent(AgentConfig{
 		Cluster:       "pc",

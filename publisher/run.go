@@ -28,7 +28,7 @@ import (
 	"github.com/fleetcast/fleetcast/logging"
 )
 
-// Deps are what Run needs from outside.
+// Deps are what a Publisher needs from outside.
 type Deps struct {
 	// Kube reaches the cluster's API server.
 	Kube *rest.Config
@@ -41,189 +41,204 @@ type Deps struct {
 	// Ready, if set, is called with the Agent once the informers synced
 	// (tests use it to observe the publisher).
 	Ready func(*Agent, *Sender)
-	// Clock stamps the events and the terms; RealClock when nil (tests
-	// give a publisher a skewed one).
+	// Clock stamps the events and the terms and times everything;
+	// clock.RealClock when nil (tests give a publisher a skewed one).
 	Clock Clock
 }
 
-// Run runs the publisher until ctx ends, then flushes what is pending for
-// at most cfg.ShutdownGrace and releases the Lease.
-func Run(ctx context.Context, cfg Config, deps Deps) error {
-	log := deps.Log
-	var clk Clock = RealClock{}
-	if deps.Clock != nil {
-		clk = deps.Clock
+// Publisher is one publisher instance: New wires its parts, Run runs
+// them.
+type Publisher struct {
+	cfg      Config
+	log      *slog.Logger
+	clock    Clock
+	registry *prometheus.Registry
+	metrics  *Metrics
+	agent    *Agent
+	sender   *Sender
+	dyn      dynamic.Interface
+	kube     kubernetes.Interface
+	terms    *TermStore
+	ready    func(*Agent, *Sender)
+	// synced: the informers' caches are full (readiness).
+	synced atomic.Bool
+	// leadMu orders a term's start against its stop.
+	leadMu sync.Mutex
+}
+
+// New builds a publisher from cfg and deps without starting anything.
+func New(cfg Config, deps Deps) (*Publisher, error) {
+	p := &Publisher{cfg: cfg, log: deps.Log, clock: deps.Clock, registry: deps.Registry, ready: deps.Ready}
+	if p.clock == nil {
+		p.clock = clock.RealClock{}
 	}
-	reg := deps.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
+	if p.registry == nil {
+		p.registry = prometheus.NewRegistry()
 		for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
-			if err := reg.Register(c); err != nil {
-				return fmt.Errorf("register runtime metrics: %w", err)
+			if err := p.registry.Register(c); err != nil {
+				return nil, fmt.Errorf("register runtime metrics: %w", err)
 			}
 		}
 	}
-	dyn, err := dynamic.NewForConfig(deps.Kube)
-	if err != nil {
-		return fmt.Errorf("dynamic client: %w", err)
+	var err error
+	if p.dyn, err = dynamic.NewForConfig(deps.Kube); err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
-	kube, err := kubernetes.NewForConfig(deps.Kube)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
+	if p.kube, err = kubernetes.NewForConfig(deps.Kube); err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-
-	var agent *Agent
-	var sender *Sender
-	metrics, err := NewMetrics(reg, func() float64 {
-		keys := map[string]struct{}{}
-		agent.PendingKeys(keys)
-		sender.PendingKeys(keys)
-		return float64(len(keys))
-	})
-	if err != nil {
-		return err
+	if p.metrics, err = NewMetrics(p.registry, p.pendingFleets); err != nil {
+		return nil, err
 	}
-	sender = NewSender(SenderConfig{}, deps.Transport, clock.RealClock{}, metrics, log)
-	agent = NewAgent(AgentConfig{
+	p.sender = NewSender(SenderConfig{}, deps.Transport, p.clock, p.metrics, p.log)
+	p.agent = NewAgent(AgentConfig{
 		Cluster:           cfg.Cluster,
 		Publisher:         fleet.Publisher{ID: cfg.ID, Version: cfg.PublisherVersion},
 		MinInterval:       cfg.MinInterval,
 		ClusterLabels:     cfg.ClusterLabels,
 		SnapshotPartBytes: cfg.SnapshotPartBytes,
 		RefreshInterval:   cfg.RefreshInterval,
-	}, clk, sender, metrics, log)
+	}, p.clock, p.sender, p.metrics, p.log)
 	// A version whose event Pub/Sub refused is never vouched for in a
 	// snapshot.
-	sender.OnRefused(agent.Unvouch)
+	p.sender.OnRefused(p.agent.Unvouch)
+	p.terms = NewTermStore(p.kube.CoordinationV1(), cfg.LeaseNamespace, cfg.LeaseName, p.clock)
+	return p, nil
+}
 
+// pendingFleets is the gauge of the fleets with work pending anywhere.
+func (p *Publisher) pendingFleets() float64 {
+	keys := map[string]struct{}{}
+	p.agent.PendingKeys(keys)
+	p.sender.PendingKeys(keys)
+	return float64(len(keys))
+}
+
+// Run runs the publisher until ctx ends, then flushes what is pending for
+// at most cfg.ShutdownGrace and releases the Lease.
+func (p *Publisher) Run(ctx context.Context) error {
 	// The sender outlives ctx: it must deliver what the shutdown flushes.
 	sendCtx, stopSender := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stopSender()
-	wg.Go(func() { sender.Run(sendCtx) })
+	wg.Go(func() { p.sender.Run(sendCtx) })
 
-	var synced atomic.Bool
-	if cfg.MetricsAddr != "" {
-		srv, err := serveOps(cfg.MetricsAddr, reg, func() error {
-			switch {
-			case !synced.Load():
-				return errors.New("fleet informers not synced")
-			case agent.Term() != 0 && !sender.Healthy():
-				return errors.New("leader, but publishing fails")
-			}
-			return nil
-		}, log)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(shutdownCtx)
-		}()
+	stopOps, err := p.serveOps(ctx)
+	if err != nil {
+		return err
 	}
-
-	stopInformers, err := startInformers(ctx, cfg, dyn, agent, metrics, log)
+	defer stopOps()
+	stopInformers, err := startInformers(ctx, p.cfg, p.dyn, p.agent, p.metrics, p.log)
 	if err != nil {
 		return err
 	}
 	defer stopInformers()
-	synced.Store(true)
-	log.Info("fleet informers synced", "fleets", agent.Fleets(), "namespaces", cfg.Namespaces, "labelSelector", cfg.LabelSelector)
-	if deps.Ready != nil {
-		deps.Ready(agent, sender)
+	p.synced.Store(true)
+	p.log.Info("fleet informers synced", "fleets", p.agent.Fleets(), "namespaces", p.cfg.Namespaces, "labelSelector", p.cfg.LabelSelector)
+	if p.ready != nil {
+		p.ready(p.agent, p.sender)
 	}
 
 	// Publishing lasts until the shutdown has flushed, not until ctx ends.
 	pubCtx, stopPublishing := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPublishing()
-	terms := NewTermStore(kube.CoordinationV1(), cfg.LeaseNamespace, cfg.LeaseName, clk.Now)
-	var leadMu sync.Mutex
-	lead := func(lctx context.Context, holder string) {
-		term, ok := takeTerm(lctx, terms, holder, log)
-		if !ok {
-			return
-		}
-		leadMu.Lock()
-		if lctx.Err() == nil {
-			agent.StartTerm(term)
-		}
-		leadMu.Unlock()
-		ticker := time.NewTicker(cfg.SnapshotInterval)
-		defer ticker.Stop()
-		var refresh <-chan time.Time
-		if cfg.RefreshInterval > 0 {
-			t := time.NewTicker(RefreshTick(cfg.RefreshInterval))
-			defer t.Stop()
-			refresh = t.C
-		}
-		for {
-			select {
-			case <-lctx.Done():
-				return
-			case <-ticker.C:
-				agent.Snapshot()
-			case <-refresh:
-				agent.Refresh()
-			}
-		}
+	if err := p.startPublishing(pubCtx, &wg); err != nil {
+		return err
 	}
-	stopTerm := func() {
-		leadMu.Lock()
-		defer leadMu.Unlock()
-		agent.StopTerm()
-	}
-	if cfg.LeaderElect {
-		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: &resourcelock.LeaseLock{
-				LeaseMeta:  metav1.ObjectMeta{Name: cfg.LeaseName, Namespace: cfg.LeaseNamespace},
-				Client:     kube.CoordinationV1(),
-				LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.ID},
-			},
-			LeaseDuration:   cfg.LeaseDuration,
-			RenewDeadline:   cfg.RenewDeadline,
-			RetryPeriod:     cfg.RetryPeriod,
-			ReleaseOnCancel: true,
-			Name:            cfg.LeaseName,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(lctx context.Context) { lead(lctx, cfg.ID) },
-				OnStoppedLeading: stopTerm,
-				OnNewLeader: func(id string) {
-					log.Info("cluster writer", "leader", id, "self", id == cfg.ID)
-				},
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("leader election: %w", err)
-		}
-		wg.Go(func() {
-			// A deposed leader becomes a candidate again.
-			for pubCtx.Err() == nil {
-				elector.Run(pubCtx)
-			}
-		})
-	} else {
-		wg.Go(func() {
-			lead(pubCtx, "")
-			stopTerm()
-		})
-	}
-
 	<-ctx.Done()
-	log.Info("shutting down: publishing what is pending", "grace", cfg.ShutdownGrace.String())
-	agent.Flush()
-	graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+	p.log.Info("shutting down: publishing what is pending", "grace", p.cfg.ShutdownGrace.String())
+	p.agent.Flush()
+	graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownGrace)
 	defer cancel()
-	if err := sender.Flush(graceCtx); err != nil {
-		log.Warn("shutdown grace period over with events unsent; the next writer republishes every fleet", logging.KeyError, err.Error())
+	if err := p.sender.Flush(graceCtx); err != nil {
+		p.log.Warn("shutdown grace period over with events unsent; the next writer republishes every fleet", logging.KeyError, err.Error())
 	}
 	stopPublishing() // releases the Lease
 	return nil
 }
 
+// startPublishing starts leading: through the Lease's election, or at once
+// without one. It stops when ctx ends.
+func (p *Publisher) startPublishing(ctx context.Context, wg *sync.WaitGroup) error {
+	if !p.cfg.LeaderElect {
+		wg.Go(func() {
+			p.lead(ctx, "")
+			p.stopTerm()
+		})
+		return nil
+	}
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Name: p.cfg.LeaseName, Namespace: p.cfg.LeaseNamespace},
+			Client:     p.kube.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: p.cfg.ID},
+		},
+		LeaseDuration:   p.cfg.LeaseDuration,
+		RenewDeadline:   p.cfg.RenewDeadline,
+		RetryPeriod:     p.cfg.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            p.cfg.LeaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) { p.lead(lctx, p.cfg.ID) },
+			OnStoppedLeading: p.stopTerm,
+			OnNewLeader: func(id string) {
+				p.log.Info("cluster writer", "leader", id, "self", id == p.cfg.ID)
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	wg.Go(func() {
+		// A deposed leader becomes a candidate again.
+		for ctx.Err() == nil {
+			elector.Run(ctx)
+		}
+	})
+	return nil
+}
+
+// lead takes a term and publishes under it — snapshots and refreshes on
+// their intervals — until ctx ends (the Lease is lost, or shutdown).
+func (p *Publisher) lead(ctx context.Context, holder string) {
+	term, ok := takeTerm(ctx, p.terms, holder, p.clock, p.log)
+	if !ok {
+		return
+	}
+	p.leadMu.Lock()
+	if ctx.Err() == nil {
+		p.agent.StartTerm(term)
+	}
+	p.leadMu.Unlock()
+	snapshots := p.clock.NewTicker(p.cfg.SnapshotInterval)
+	defer snapshots.Stop()
+	var refresh <-chan time.Time
+	if p.cfg.RefreshInterval > 0 {
+		t := p.clock.NewTicker(RefreshTick(p.cfg.RefreshInterval))
+		defer t.Stop()
+		refresh = t.C()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-snapshots.C():
+			p.agent.Snapshot()
+		case <-refresh:
+			p.agent.Refresh()
+		}
+	}
+}
+
+func (p *Publisher) stopTerm() {
+	p.leadMu.Lock()
+	defer p.leadMu.Unlock()
+	p.agent.StopTerm()
+}
+
 // takeTerm retries until it has a term, the lease is lost, or ctx ends.
-func takeTerm(ctx context.Context, terms *TermStore, holder string, log *slog.Logger) (int64, bool) {
+func takeTerm(ctx context.Context, terms *TermStore, holder string, clk Clock, log *slog.Logger) (int64, bool) {
 	wait := 100 * time.Millisecond
 	for {
 		term, err := terms.Next(ctx, holder)
@@ -238,7 +253,7 @@ func takeTerm(ctx context.Context, terms *TermStore, holder string, log *slog.Lo
 		select {
 		case <-ctx.Done():
 			return 0, false
-		case <-time.After(wait):
+		case <-clk.After(wait):
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
@@ -292,30 +307,50 @@ func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agen
 	return stopAll, nil
 }
 
-// serveOps serves /metrics, /healthz and /readyz on addr.
-func serveOps(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger) (*http.Server, error) {
+// serveOps serves /metrics, /healthz and /readyz on cfg.MetricsAddr
+// (nowhere when empty); the function returned stops it.
+func (p *Publisher) serveOps(ctx context.Context) (func(), error) {
+	if p.cfg.MetricsAddr == "" {
+		return func() {}, nil
+	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
+		if err := p.readiness(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	l, err := net.Listen("tcp", addr)
+	l, err := net.Listen("tcp", p.cfg.MetricsAddr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on --metrics-addr %s: %w", addr, err)
+		return nil, fmt.Errorf("listen on --metrics-addr %s: %w", p.cfg.MetricsAddr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("operations server stopped", logging.KeyError, err.Error())
+			p.log.Error("operations server stopped", logging.KeyError, err.Error())
 		}
 	}()
-	log.Info("serving /metrics, /healthz and /readyz", "addr", l.Addr().String())
-	return srv, nil
+	p.log.Info("serving /metrics, /healthz and /readyz", "addr", l.Addr().String())
+	return func() {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}, nil
+}
+
+// readiness is ready once the informers synced, unless this instance
+// leads and cannot publish.
+func (p *Publisher) readiness() error {
+	switch {
+	case !p.synced.Load():
+		return errors.New("fleet informers not synced")
+	case p.agent.Term() != 0 && !p.sender.Healthy():
+		return errors.New("leader, but publishing fails")
+	}
+	return nil
 }

@@ -40,7 +40,7 @@ type SenderConfig struct {
 type Sender struct {
 	cfg       SenderConfig
 	transport Transport
-	clock     clock.WithTicker
+	clock     Clock
 	metrics   *Metrics
 	log       *slog.Logger
 
@@ -77,7 +77,7 @@ type outgoing struct {
 var _ Sink = (*Sender)(nil)
 
 // NewSender returns a Sender; Run must be running for it to send.
-func NewSender(cfg SenderConfig, t Transport, clk clock.WithTicker, metrics *Metrics, log *slog.Logger) *Sender {
+func NewSender(cfg SenderConfig, t Transport, clk Clock, metrics *Metrics, log *slog.Logger) *Sender {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 256
 	}

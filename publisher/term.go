@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
 )
 
 // TermAnnotation on the publisher's Lease holds the last term taken.
@@ -28,13 +28,13 @@ var ErrNotHolder = errors.New("the lease is held by another instance")
 type TermStore struct {
 	leases    coordinationclient.LeaseInterface
 	name      string
-	now       func() time.Time
+	clock     clock.PassiveClock
 	namespace string
 }
 
 // NewTermStore returns a TermStore on the Lease name in namespace.
-func NewTermStore(client coordinationclient.CoordinationV1Interface, namespace, name string, now func() time.Time) *TermStore {
-	return &TermStore{leases: client.Leases(namespace), name: name, now: now, namespace: namespace}
+func NewTermStore(client coordinationclient.CoordinationV1Interface, namespace, name string, clk clock.PassiveClock) *TermStore {
+	return &TermStore{leases: client.Leases(namespace), name: name, clock: clk, namespace: namespace}
 }
 
 // Next takes the next term. With holder set (leader election), it first
@@ -62,7 +62,7 @@ func (s *TermStore) Next(ctx context.Context, holder string) (int64, error) {
 				return 0, fmt.Errorf("lease %s/%s: annotation %s=%q is not a number", s.namespace, s.name, TermAnnotation, v)
 			}
 		}
-		term := max(last+1, s.now().UnixMilli())
+		term := max(last+1, s.clock.Now().UnixMilli())
 		if lease.Annotations == nil {
 			lease.Annotations = map[string]string{}
 		}

@@ -9,6 +9,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/publisher"
@@ -18,7 +20,7 @@ func TestTermsGrowWhateverTheClocksSay(t *testing.T) {
 	c := controlplane.Require(t, cp, cpErr)
 	e := newNamespace(t)
 	kube := kubernetes.NewForConfigOrDie(c.RESTConfig())
-	at := func(ts time.Time) func() time.Time { return func() time.Time { return ts } }
+	at := func(ts time.Time) clock.PassiveClock { return testingclock.NewFakePassiveClock(ts) }
 	now := time.Now()
 
 	// Without leader election the Lease is created to keep the term.

@@ -174,8 +174,12 @@ func Run(ctx context.Context, opts Options) error {
 			SnapshotPartBytes: fleet.DefaultSnapshotPartBytes, PublisherVersion: "demo",
 		}
 		say("publisher of cluster %s watching namespace %s", c.Name, ns)
+		pub, err := publisher.New(cfg, publisher.Deps{Kube: cp.RESTConfig(), Transport: transports[c.Name], Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return fmt.Errorf("publisher %s: %w", c.Name, err)
+		}
 		wg.Go(func() {
-			if err := publisher.Run(work, cfg, publisher.Deps{Kube: cp.RESTConfig(), Transport: transports[c.Name], Log: slog.New(slog.DiscardHandler)}); err != nil {
+			if err := pub.Run(work); err != nil {
 				errs <- fmt.Errorf("publisher %s: %w", c.Name, err)
 			}
 		})

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/internal/controlplane"
@@ -150,7 +151,12 @@ func StartPublisher(tb testing.TB, cfg publisher.Config, kube *rest.Config, t pu
 	for _, o := range opts {
 		o(&deps)
 	}
-	go func() { p.done <- publisher.Run(ctx, cfg, deps) }()
+	pub, err := publisher.New(cfg, deps)
+	if err != nil {
+		cancel()
+		tb.Fatalf("publisher %s: %v", cfg.ID, err)
+	}
+	go func() { p.done <- pub.Run(ctx) }()
 	select {
 	case <-ready:
 	case err := <-p.done:
@@ -167,16 +173,19 @@ func StartPublisher(tb testing.TB, cfg publisher.Config, kube *rest.Config, t pu
 // WithClockSkew gives a publisher a clock off by skew: its events' times
 // and its terms are stamped that far from the real time.
 func WithClockSkew(skew time.Duration) func(*publisher.Deps) {
-	return func(d *publisher.Deps) { d.Clock = skewedClock{skew} }
+	return func(d *publisher.Deps) { d.Clock = skewedClock{skew: skew} }
 }
 
-type skewedClock struct{ skew time.Duration }
+// skewedClock is the real clock, read skew off: durations and timers are
+// real, the time it tells is not.
+type skewedClock struct {
+	clock.RealClock
+	skew time.Duration
+}
 
 func (c skewedClock) Now() time.Time { return time.Now().Add(c.skew) }
 
-func (c skewedClock) AfterFunc(d time.Duration, f func()) publisher.Stopper {
-	return time.AfterFunc(d, f)
-}
+func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 // Stop shuts the publisher down (flushing, releasing its Lease) and waits;
 // once, however often it is called.

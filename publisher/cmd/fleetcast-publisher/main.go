@@ -69,7 +69,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	log.Info("fleetcast publisher starting", "cluster", cfg.Cluster, "id", cfg.ID, "version", publisher.Version,
 		"project", cfg.Project, "topic", cfg.Topic, "leaderElect", cfg.LeaderElect)
-	return publisher.Run(ctx, cfg, publisher.Deps{Kube: kube, Transport: transport, Log: log})
+	pub, err := publisher.New(cfg, publisher.Deps{Kube: kube, Transport: transport, Log: log})
+	if err != nil {
+		return err
+	}
+	return pub.Run(ctx)
 }
 
 func kubeConfig(path string) (*rest.Config, error) {
