@@ -309,8 +309,13 @@ func TestChartTemplatesWorkloadIdentityFederation(t *testing.T) {
 	assert.Equal(t, filepath.Join(mount["mountPath"].(string), token["path"].(string)), parsed.CredentialSource.File)
 	assert.Contains(t, parsed.ServiceAccountImpersonationURL, "/serviceAccounts/fleetcast-pub-eks-us-east-1@my-project.iam.gserviceaccount.com:generateAccessToken")
 
-	// Scraping: the ServiceMonitor's Service and the PodMonitoring select
-	// the publisher's pods, on its metrics port.
+	checkScraping(t, m)
+}
+
+// checkScraping: the ServiceMonitor's Service and the PodMonitoring of
+// the values in testdata/chart-values-wif.yaml select the publisher's pods,
+// on its metrics port.
+func checkScraping(t *testing.T, m manifests) {
 	podLabels, _, _ := unstructured.NestedStringMap(m["Deployment/fleetcast/fleetcast-publisher"].Object, "spec", "template", "metadata", "labels")
 	svcSelector, _, _ := unstructured.NestedStringMap(m["Service/fleetcast/fleetcast-publisher-metrics"].Object, "spec", "selector")
 	assert.Equal(t, podLabels, svcSelector)

@@ -67,100 +67,112 @@ const DefaultTopicPrefix = "fleet-events-"
 func ParseConfig(args []string, getenv func(string) string, output io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("fleetcast-publisher", flag.ContinueOnError)
 	fs.SetOutput(output)
-	env := func(name, def string) string {
-		if v := getenv("FLEETCAST_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
-			return v
-		}
-		return def
-	}
-	var errs []error
-	dur := func(name, def, usage string) *time.Duration {
-		d, err := time.ParseDuration(env(name, def))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("FLEETCAST_%s: %w", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), err))
-		}
-		return fs.Duration(name, d, usage)
-	}
-	boolean := func(name string, def bool, usage string) *bool {
-		v := def
-		if s := env(name, ""); s != "" {
-			v = s == "true" || s == "1"
-			if !v && s != "false" && s != "0" {
-				errs = append(errs, fmt.Errorf("FLEETCAST_%s=%q: want true or false", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), s))
-			}
-		}
-		return fs.Bool(name, v, usage)
-	}
-	hostname, _ := os.Hostname()
-	podNamespace := getenv("POD_NAMESPACE")
-	if podNamespace == "" {
-		podNamespace = "default"
-	}
-	project := getenv("GOOGLE_CLOUD_PROJECT")
-
-	cluster := fs.String("cluster", env("cluster", ""), "name of this cluster, a DNS-1123 label (required)")
-	clusterLabels := fs.String("cluster-labels", env("cluster-labels", ""), "labels of this cluster for snapshots, k=v,k=v")
-	projectF := fs.String("project", env("project", project), "Google Cloud project of the topic: $GOOGLE_CLOUD_PROJECT unless set")
-	topic := fs.String("topic", env("topic", ""), "Pub/Sub topic ID: fleet-events-<cluster> unless set (the ingest function lets each topic write only its own cluster)")
-	namespaces := fs.String("namespaces", env("namespaces", ""), "namespaces to watch, comma-separated; all when empty")
-	selector := fs.String("label-selector", env("label-selector", ""), "only fleets matching this label selector")
-	labelsExclude := fs.String("labels-exclude", env("labels-exclude", ""), "label keys not copied into events, comma-separated; a trailing * matches a prefix")
-	annotationsInclude := fs.String("annotations-include", env("annotations-include", ""), "annotation keys copied into events (none unless listed), comma-separated; a trailing * matches a prefix")
-	minInterval := dur("min-interval", DefaultMinInterval.String(), "least time between two publishes of one fleet")
-	snapshotInterval := dur("snapshot-interval", DefaultSnapshotInterval.String(), "time between snapshots (the heartbeat)")
-	refreshInterval := dur("refresh-interval", DefaultRefreshInterval.String(), "re-send each fleet's last event (same version, no write at ingest) once it is this old, to heal lost messages; 0 disables")
-	leaderElect := boolean("leader-elect", true, "elect one publishing instance per cluster through a Lease")
-	leaseName := fs.String("lease-name", env("lease-name", "fleetcast-publisher"), "name of the Lease (also holds the term)")
-	leaseNamespace := fs.String("lease-namespace", env("lease-namespace", podNamespace), "namespace of the Lease: $POD_NAMESPACE, else default")
-	leaseDuration := dur("lease-duration", "15s", "how long a leader's Lease lasts without renewal")
-	renewDeadline := dur("renew-deadline", "10s", "how long the leader retries renewing before it stops publishing")
-	retryPeriod := dur("retry-period", "2s", "time between Lease acquisition and renewal attempts")
-	metricsAddr := fs.String("metrics-addr", env("metrics-addr", ":8080"), "address of /metrics, /healthz and /readyz (empty: none)")
-	kubeconfig := fs.String("kubeconfig", env("kubeconfig", getenv("KUBECONFIG")), "kubeconfig file: $KUBECONFIG, else the in-cluster configuration")
-	id := fs.String("id", env("id", cmp.Or(getenv("POD_NAME"), hostname)), "identity of this instance: $POD_NAME, else the hostname")
-	grace := dur("shutdown-grace", "10s", "on SIGTERM, how long to try to publish what is pending")
-	logLevel := fs.String("log-level", env("log-level", "INFO"), "DEBUG, INFO, WARNING or ERROR")
-
+	var c Config
+	raw := defineFlags(fs, &c, getenv)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
+	errs := raw.errs
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	c := Config{
-		Cluster:           *cluster,
-		Project:           *projectF,
-		Topic:             cmp.Or(*topic, DefaultTopicPrefix+*cluster),
-		Namespaces:        splitList(*namespaces),
-		LabelSelector:     *selector,
-		Projection:        Projection{ExcludeLabels: splitList(*labelsExclude), IncludeAnnotations: splitList(*annotationsInclude)},
-		MinInterval:       *minInterval,
-		SnapshotInterval:  *snapshotInterval,
-		RefreshInterval:   *refreshInterval,
-		LeaderElect:       *leaderElect,
-		LeaseName:         *leaseName,
-		LeaseNamespace:    *leaseNamespace,
-		LeaseDuration:     *leaseDuration,
-		RenewDeadline:     *renewDeadline,
-		RetryPeriod:       *retryPeriod,
-		MetricsAddr:       *metricsAddr,
-		Kubeconfig:        *kubeconfig,
-		ID:                *id,
-		ShutdownGrace:     *grace,
-		SnapshotPartBytes: fleet.DefaultSnapshotPartBytes,
-		PublisherVersion:  Version,
-	}
+	c.Topic = cmp.Or(c.Topic, DefaultTopicPrefix+c.Cluster)
+	c.Namespaces = splitList(raw.namespaces)
+	c.Projection = Projection{ExcludeLabels: splitList(raw.labelsExclude), IncludeAnnotations: splitList(raw.annotationsInclude)}
+	c.SnapshotPartBytes, c.PublisherVersion = fleet.DefaultSnapshotPartBytes, Version
 	var err error
-	if c.ClusterLabels, err = parseLabels(*clusterLabels); err != nil {
+	if c.ClusterLabels, err = parseLabels(raw.clusterLabels); err != nil {
 		errs = append(errs, fmt.Errorf("--cluster-labels: %w", err))
 	}
-	if c.LogLevel, err = logging.ParseLevel(*logLevel); err != nil {
+	if c.LogLevel, err = logging.ParseLevel(raw.logLevel); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))
 	}
 	if err := c.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return c, errors.Join(errs...)
+}
+
+// rawFlags are the flags parsed further than the flag package does, and
+// the errors of environment variables that did not parse.
+type rawFlags struct {
+	clusterLabels, namespaces, labelsExclude, annotationsInclude, logLevel string
+	errs                                                                   []error
+}
+
+// defineFlags defines every flag on fs, writing into c or raw, each with
+// its default from the environment (FLEETCAST_ plus its name in upper
+// snake case).
+func defineFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) *rawFlags {
+	raw := &rawFlags{}
+	e := envDefaults{getenv: getenv, errs: &raw.errs}
+	hostname, _ := os.Hostname()
+	podNamespace := cmp.Or(getenv("POD_NAMESPACE"), "default")
+	fs.StringVar(&c.Cluster, "cluster", e.str("cluster", ""), "name of this cluster, a DNS-1123 label (required)")
+	fs.StringVar(&raw.clusterLabels, "cluster-labels", e.str("cluster-labels", ""), "labels of this cluster for snapshots, k=v,k=v")
+	fs.StringVar(&c.Project, "project", e.str("project", getenv("GOOGLE_CLOUD_PROJECT")), "Google Cloud project of the topic: $GOOGLE_CLOUD_PROJECT unless set")
+	fs.StringVar(&c.Topic, "topic", e.str("topic", ""), "Pub/Sub topic ID: fleet-events-<cluster> unless set (the ingest function lets each topic write only its own cluster)")
+	fs.StringVar(&raw.namespaces, "namespaces", e.str("namespaces", ""), "namespaces to watch, comma-separated; all when empty")
+	fs.StringVar(&c.LabelSelector, "label-selector", e.str("label-selector", ""), "only fleets matching this label selector")
+	fs.StringVar(&raw.labelsExclude, "labels-exclude", e.str("labels-exclude", ""), "label keys not copied into events, comma-separated; a trailing * matches a prefix")
+	fs.StringVar(&raw.annotationsInclude, "annotations-include", e.str("annotations-include", ""), "annotation keys copied into events (none unless listed), comma-separated; a trailing * matches a prefix")
+	fs.DurationVar(&c.MinInterval, "min-interval", e.dur("min-interval", DefaultMinInterval), "least time between two publishes of one fleet")
+	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", e.dur("snapshot-interval", DefaultSnapshotInterval), "time between snapshots (the heartbeat)")
+	fs.DurationVar(&c.RefreshInterval, "refresh-interval", e.dur("refresh-interval", DefaultRefreshInterval), "re-send each fleet's last event (same version, no write at ingest) once it is this old, to heal lost messages; 0 disables")
+	fs.BoolVar(&c.LeaderElect, "leader-elect", e.boolean("leader-elect", true), "elect one publishing instance per cluster through a Lease")
+	fs.StringVar(&c.LeaseName, "lease-name", e.str("lease-name", "fleetcast-publisher"), "name of the Lease (also holds the term)")
+	fs.StringVar(&c.LeaseNamespace, "lease-namespace", e.str("lease-namespace", podNamespace), "namespace of the Lease: $POD_NAMESPACE, else default")
+	fs.DurationVar(&c.LeaseDuration, "lease-duration", e.dur("lease-duration", 15*time.Second), "how long a leader's Lease lasts without renewal")
+	fs.DurationVar(&c.RenewDeadline, "renew-deadline", e.dur("renew-deadline", 10*time.Second), "how long the leader retries renewing before it stops publishing")
+	fs.DurationVar(&c.RetryPeriod, "retry-period", e.dur("retry-period", 2*time.Second), "time between Lease acquisition and renewal attempts")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", e.str("metrics-addr", ":8080"), "address of /metrics, /healthz and /readyz (empty: none)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", e.str("kubeconfig", getenv("KUBECONFIG")), "kubeconfig file: $KUBECONFIG, else the in-cluster configuration")
+	fs.StringVar(&c.ID, "id", e.str("id", cmp.Or(getenv("POD_NAME"), hostname)), "identity of this instance: $POD_NAME, else the hostname")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", e.dur("shutdown-grace", 10*time.Second), "on SIGTERM, how long to try to publish what is pending")
+	fs.StringVar(&raw.logLevel, "log-level", e.str("log-level", "INFO"), "DEBUG, INFO, WARNING or ERROR")
+	return raw
+}
+
+// envDefaults reads a flag's default from FLEETCAST_<NAME>, recording the
+// values that do not parse.
+type envDefaults struct {
+	getenv func(string) string
+	errs   *[]error
+}
+
+func envName(flagName string) string {
+	return "FLEETCAST_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func (e envDefaults) str(name, def string) string {
+	return cmp.Or(e.getenv(envName(name)), def)
+}
+
+func (e envDefaults) dur(name string, def time.Duration) time.Duration {
+	s := e.getenv(envName(name))
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		*e.errs = append(*e.errs, fmt.Errorf("%s: %w", envName(name), err))
+		return def
+	}
+	return d
+}
+
+func (e envDefaults) boolean(name string, def bool) bool {
+	switch s := e.getenv(envName(name)); s {
+	case "":
+		return def
+	case "true", "1":
+		return true
+	case "false", "0":
+		return false
+	default:
+		*e.errs = append(*e.errs, fmt.Errorf("%s=%q: want true or false", envName(name), s))
+		return def
+	}
 }
 
 func (c Config) validate() error {

@@ -67,40 +67,13 @@ func TestShippedManifestsGrantEnoughAndNoMore(t *testing.T) {
 	})
 	t.Run("and nothing more", func(t *testing.T) {
 		saKube := kubernetes.NewForConfigOrDie(sa)
-		// What the API server says the token may do, beyond what a
-		// service account bound to nothing may (discovery, self reviews,
-		// the cluster's defaults for every authenticated user).
-		_, err := kube.CoreV1().ServiceAccounts(e.Name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		nobodyTok, err := kube.CoreV1().ServiceAccounts(e.Name).CreateToken(ctx, "nobody",
-			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		nobody := kubernetes.NewForConfigOrDie(c.RESTConfigWithToken(nobodyTok.Status.Token))
-		rules := func(client kubernetes.Interface, ns string) []string {
-			review, err := client.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
-				Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: ns}}, metav1.CreateOptions{})
-			require.NoError(t, err)
-			var out []string
-			for _, rule := range review.Status.ResourceRules {
-				verbs := strings.Join(slices.Sorted(slices.Values(rule.Verbs)), ",")
-				for _, g := range rule.APIGroups {
-					for _, r := range rule.Resources {
-						out = append(out, g+"/"+r+" "+verbs)
-					}
-				}
-			}
-			return out
-		}
 		for ns, want := range map[string][]string{
 			e.Name:      {"agones.dev/fleets get,list,watch", "agones.dev/gameserversets get,list,watch", "autoscaling.agones.dev/fleetautoscalers get,list,watch"},
 			"fleetcast": {"agones.dev/fleets get,list,watch", "agones.dev/gameserversets get,list,watch", "autoscaling.agones.dev/fleetautoscalers get,list,watch", "coordination.k8s.io/leases create,get,update"},
 		} {
-			baseline := rules(nobody, ns)
-			got := slices.DeleteFunc(rules(saKube, ns), func(r string) bool { return slices.Contains(baseline, r) })
-			slices.Sort(got)
-			assert.Equal(t, want, got, "namespace %s", ns)
+			assert.Equal(t, want, grantedBeyondDefaults(t, c, e.Name, saKube, ns), "namespace %s", ns)
 		}
-		_, err = saKube.CoreV1().Secrets("fleetcast").List(ctx, metav1.ListOptions{})
+		_, err := saKube.CoreV1().Secrets("fleetcast").List(ctx, metav1.ListOptions{})
 		assert.True(t, apierrors.IsForbidden(err), "listing secrets: %v", err)
 		_, err = saKube.CoreV1().Pods(e.Name).List(ctx, metav1.ListOptions{})
 		assert.True(t, apierrors.IsForbidden(err), "listing pods: %v", err)
@@ -110,6 +83,42 @@ func TestShippedManifestsGrantEnoughAndNoMore(t *testing.T) {
 			Patch(ctx, "allowed", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{})
 		assert.True(t, apierrors.IsForbidden(err), "changing a fleet: %v", err)
 	})
+}
+
+// grantedBeyondDefaults is what the API server says client may do in ns
+// (a SelfSubjectRulesReview), as "group/resource verbs", sorted, less what
+// a service account of home bound to nothing may (discovery, self reviews,
+// the cluster's defaults for every authenticated user).
+func grantedBeyondDefaults(t *testing.T, c *controlplane.ControlPlane, home string, client kubernetes.Interface, ns string) []string {
+	t.Helper()
+	ctx := t.Context()
+	kube := kubernetes.NewForConfigOrDie(c.RESTConfig())
+	_, err := kube.CoreV1().ServiceAccounts(home).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	tok, err := kube.CoreV1().ServiceAccounts(home).CreateToken(ctx, "nobody",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	rules := func(client kubernetes.Interface) []string {
+		review, err := client.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
+			Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		var out []string
+		for _, rule := range review.Status.ResourceRules {
+			verbs := strings.Join(slices.Sorted(slices.Values(rule.Verbs)), ",")
+			for _, g := range rule.APIGroups {
+				for _, r := range rule.Resources {
+					out = append(out, g+"/"+r+" "+verbs)
+				}
+			}
+		}
+		return out
+	}
+	baseline := rules(kubernetes.NewForConfigOrDie(c.RESTConfigWithToken(tok.Status.Token)))
+	got := slices.DeleteFunc(rules(client), func(r string) bool { return slices.Contains(baseline, r) })
+	slices.Sort(got)
+	return got
 }
 
 func ptr[T any](v T) *T { return &v }

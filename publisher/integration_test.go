@@ -3,12 +3,14 @@ package publisher_test
 import (
 	"math"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/internal/kubetest"
@@ -135,47 +137,15 @@ func TestStatusChurnIsCoalesced(t *testing.T) {
 func TestLeaderElection(t *testing.T) {
 	e := newNamespace(t)
 	rec := newRecorder()
-	var cutA atomic.Bool
-	kubeA := cp.RESTConfig()
-	kubeA.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if cutA.Load() {
-				return nil, errPartitioned
-			}
-			return rt.RoundTrip(r)
-		})
-	}
-	cfgA, cfgB := kubetest.Config("pc", e.Name), kubetest.Config("pc", e.Name)
-	cfgA.LeaderElect, cfgB.LeaderElect = true, true
-	cfgA.ID, cfgB.ID = "pub-a", "pub-b"
-	cfgA.SnapshotInterval, cfgB.SnapshotInterval = 200*time.Millisecond, 200*time.Millisecond
-	// A leader stops at the latest retry + renew deadline (1.75 s) after its
-	// last renewal; a candidate takes over no sooner than the lease duration
-	// (3 s) after it: 1.25 s of margin, as production's 15 s, 10 s and 2 s
-	// leave 3 s.
-	for _, c := range []*publisher.Config{&cfgA, &cfgB} {
-		c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 3*time.Second, 1500*time.Millisecond, 250*time.Millisecond
-	}
+	kubeA, cutA := partitionable(cp.RESTConfig())
+	cfgA, cfgB := electedConfig(e.Name, "pub-a"), electedConfig(e.Name, "pub-b")
 	e.CreateFleet(e.Name, "f1", nil)
 	a := kubetest.StartPublisher(t, cfgA, kubeA, rec)
 	rec.waitFor(t, "pub-a to lead", func(evs []fleet.Event) bool { return len(evs) > 0 })
 	kubetest.StartPublisher(t, cfgB, cp.RESTConfig(), rec)
 
 	// Churn, and let pub-b campaign for a while: it must stay silent.
-	stopChurn := make(chan struct{})
-	churned := make(chan struct{})
-	go func() {
-		defer close(churned)
-		for i := int64(0); ; i++ {
-			select {
-			case <-stopChurn:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			setReady(e, e.Name, "f1", i%3)
-		}
-	}()
-	defer func() { close(stopChurn); <-churned }()
+	churn(t, e, "f1")
 	letTimePass(3 * cfgA.LeaseDuration)
 	for _, ev := range rec.all() {
 		require.Equal(t, "pub-a", ev.Publisher.ID, "only the leader publishes")
@@ -192,13 +162,7 @@ func TestLeaderElection(t *testing.T) {
 	t.Logf("takeover %v after the partition (lease %v, retry %v)", takeover.Round(time.Millisecond), cfgA.LeaseDuration, cfgA.RetryPeriod)
 	assert.Less(t, takeover, cfgA.LeaseDuration+2*cfgA.RetryPeriod+3*time.Second)
 
-	first := -1
-	for i, ev := range evs {
-		if ev.Publisher.ID == "pub-b" {
-			first = i
-			break
-		}
-	}
+	first := slices.IndexFunc(evs, func(ev fleet.Event) bool { return ev.Publisher.ID == "pub-b" })
 	require.Greater(t, ev(evs, first).Version.Term, termA, "the new writer's term is higher")
 	// Keep watching a little: nothing of the old term after the new one began.
 	letTimePass(cfgA.LeaseDuration)
@@ -206,12 +170,55 @@ func TestLeaderElection(t *testing.T) {
 	for _, ev := range all[first:] {
 		assert.Equal(t, "pub-b", ev.Publisher.ID, "an event of the old term after the new term's first: %v", ev.Version)
 	}
-	var republished bool
-	for _, ev := range all[first:] {
-		republished = republished || (ev.Kind == fleet.KindUpsert && ev.Name == "f1" && ev.Version.Term > termA)
-	}
+	republished := slices.ContainsFunc(all[first:], func(ev fleet.Event) bool {
+		return ev.Kind == fleet.KindUpsert && ev.Name == "f1" && ev.Version.Term > termA
+	})
 	assert.True(t, republished, "the new writer republishes every fleet under its term")
 	assert.Zero(t, a.Agent.Term(), "the partitioned leader stopped publishing")
+}
+
+// partitionable returns a copy of kube whose requests fail once cut is set:
+// a publisher cut off from its API server.
+func partitionable(kube *rest.Config) (*rest.Config, *atomic.Bool) {
+	var cut atomic.Bool
+	kube.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if cut.Load() {
+				return nil, errPartitioned
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	return kube, &cut
+}
+
+// electedConfig is an instance id of a publisher of cluster pc electing a
+// leader with short timings: a leader stops at the latest retry + renew
+// deadline (1.75 s) after its last renewal; a candidate takes over no
+// sooner than the lease duration (3 s) after it: 1.25 s of margin, as
+// production's 15 s, 10 s and 2 s leave 3 s.
+func electedConfig(ns, id string) publisher.Config {
+	cfg := kubetest.Config("pc", ns)
+	cfg.LeaderElect, cfg.ID, cfg.SnapshotInterval = true, id, 200*time.Millisecond
+	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 3*time.Second, 1500*time.Millisecond, 250*time.Millisecond
+	return cfg
+}
+
+// churn changes a fleet's status every 50 ms until the test ends.
+func churn(t *testing.T, e *kubetest.Namespace, name string) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := int64(0); ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			setReady(e, e.Name, name, i%3)
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
 }
 
 func ev(evs []fleet.Event, i int) fleet.Event { return evs[i] }

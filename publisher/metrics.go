@@ -55,59 +55,35 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) (*Metrics, er
 			Name: "fleetcast_publisher_informer_events_total",
 			Help: "Fleet notifications from the informer, by type.",
 		}, []string{"type"}),
-		Coalesced: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fleetcast_publisher_coalesced_updates_total",
-			Help: "Fleet changes folded into a later publish of the same fleet (min interval).",
-		}),
-		Unchanged: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fleetcast_publisher_unchanged_updates_total",
-			Help: "Fleet updates that changed nothing that is published.",
-		}),
-		Invalid: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fleetcast_publisher_invalid_fleets_total",
-			Help: "Fleet updates skipped because they could not be projected into a valid state.",
-		}),
+		Coalesced: counter("fleetcast_publisher_coalesced_updates_total",
+			"Fleet changes folded into a later publish of the same fleet (min interval)."),
+		Unchanged: counter("fleetcast_publisher_unchanged_updates_total",
+			"Fleet updates that changed nothing that is published."),
+		Invalid: counter("fleetcast_publisher_invalid_fleets_total",
+			"Fleet updates skipped because they could not be projected into a valid state."),
 		PublishLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fleetcast_publisher_publish_latency_seconds",
 			Help:    "Time from stamping an event to its acknowledgement by Pub/Sub, retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}),
-		Refreshed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fleetcast_publisher_refreshed_total",
-			Help: "Fleets' last events re-sent unchanged (--refresh-interval), to heal messages lost after Pub/Sub accepted them.",
-		}),
-		Degraded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fleetcast_publisher_degraded_fleets_total",
-			Help: "Fleet updates published with parts of their state dropped to fit (logged at ERROR).",
-		}),
-		Unvouched: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fleetcast_publisher_unvouched_fleets_total",
-			Help: "Fleets left out of snapshots because Pub/Sub refused their last event.",
-		}),
-		InvalidSnapshots: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fleetcast_publisher_invalid_snapshots_total",
-			Help: "Snapshots not taken because they would be invalid (logged at ERROR): no heartbeat that time.",
-		}),
-		LastSnapshot: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fleetcast_publisher_last_snapshot_timestamp_seconds",
-			Help: "Unix time of the last snapshot stamped.",
-		}),
-		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fleetcast_publisher_leader",
-			Help: "1 while this instance is the cluster's writer.",
-		}),
-		Term: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fleetcast_publisher_term",
-			Help: "The current term, the fencing token of this instance's events.",
-		}),
-		OrphanAutoscalers: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fleetcast_publisher_orphan_autoscalers",
-			Help: "FleetAutoscalers targeting a fleet that is not published (missing, or outside --label-selector); each logged at WARNING.",
-		}),
-		SharedFleets: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fleetcast_publisher_shared_autoscaler_fleets",
-			Help: "Fleets that more than one FleetAutoscaler targets; each logged at WARNING, all listed in the fleet's state.",
-		}),
+		Refreshed: counter("fleetcast_publisher_refreshed_total",
+			"Fleets' last events re-sent unchanged (--refresh-interval), to heal messages lost after Pub/Sub accepted them."),
+		Degraded: counter("fleetcast_publisher_degraded_fleets_total",
+			"Fleet updates published with parts of their state dropped to fit (logged at ERROR)."),
+		Unvouched: counter("fleetcast_publisher_unvouched_fleets_total",
+			"Fleets left out of snapshots because Pub/Sub refused their last event."),
+		InvalidSnapshots: counter("fleetcast_publisher_invalid_snapshots_total",
+			"Snapshots not taken because they would be invalid (logged at ERROR): no heartbeat that time."),
+		LastSnapshot: gauge("fleetcast_publisher_last_snapshot_timestamp_seconds",
+			"Unix time of the last snapshot stamped."),
+		Leader: gauge("fleetcast_publisher_leader",
+			"1 while this instance is the cluster's writer."),
+		Term: gauge("fleetcast_publisher_term",
+			"The current term, the fencing token of this instance's events."),
+		OrphanAutoscalers: gauge("fleetcast_publisher_orphan_autoscalers",
+			"FleetAutoscalers targeting a fleet that is not published (missing, or outside --label-selector); each logged at WARNING."),
+		SharedFleets: gauge("fleetcast_publisher_shared_autoscaler_fleets",
+			"Fleets that more than one FleetAutoscaler targets; each logged at WARNING, all listed in the fleet's state."),
 	}
 	for _, c := range []prometheus.Collector{
 		m.OrphanAutoscalers, m.SharedFleets,
@@ -123,4 +99,12 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) (*Metrics, er
 		}
 	}
 	return m, nil
+}
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 }
