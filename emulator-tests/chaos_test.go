@@ -28,6 +28,7 @@ import (
 	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/emulator"
 	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/internal/proc"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/publisher"
 )
@@ -465,7 +466,7 @@ func chaosDiff(tb testing.TB, p *pipeline, want map[string]fleet.State) map[stri
 
 func newHTTPServer(tb testing.TB, h http.Handler) string {
 	tb.Helper()
-	port, err := freePort()
+	port, err := proc.FreePort()
 	require.NoError(tb, err)
 	srv := &http.Server{Addr: "127.0.0.1:" + port, Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.ListenAndServe() }()

@@ -12,9 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +22,7 @@ import (
 	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/emulator"
 	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/internal/proc"
 	"github.com/fleetcast/fleetcast/logging"
 	"k8s.io/klog/v2"
 )
@@ -61,10 +60,8 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	functionBinary = filepath.Join(dir, "fleetcast-functions")
-	build := exec.Command("go", "build", "-o", functionBinary, "github.com/fleetcast/fleetcast/functions/cmd/local")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build functions/cmd/local:", err)
+	if err := proc.Build(context.Background(), "", "github.com/fleetcast/fleetcast/functions/cmd/local", functionBinary); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	project = fmt.Sprintf("fleetcast-it-%d", time.Now().UnixNano()%1_000_000_000)
@@ -86,9 +83,8 @@ func testMain(m *testing.M) int {
 // function is one process serving IngestFleetEvents, with its log.
 type function struct {
 	url  string
-	cmd  *exec.Cmd
+	proc *proc.Process
 	logs *logCollector
-	done chan struct{}
 }
 
 // startFunction starts a function instance writing to the Firestore
@@ -100,70 +96,49 @@ func startFunction(firestoreHost string) (*function, error) {
 // startFunctionTarget starts the local runner serving target; env entries
 // (KEY=value) override the defaults.
 func startFunctionTarget(target, firestoreHost string, env ...string) (*function, error) {
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(functionBinary)
-	cmd.Env = append(os.Environ(),
-		"FUNCTION_TARGET="+target,
-		"PORT="+port,
-		"GOOGLE_CLOUD_PROJECT="+project,
-		emulator.FirestoreHostEnv+"="+firestoreHost,
-		"EVENT_TIMEOUT=3s",
-		"LOG_LEVEL=DEBUG",
-	)
-	cmd.Env = append(cmd.Env, env...)
-	stdout, err := cmd.StdoutPipe()
+	logs, w := &logCollector{}, newLineFeed()
+	p, err := proc.Start("function "+target, functionBinary, proc.Options{
+		Env: append([]string{
+			"FUNCTION_TARGET=" + target,
+			"PORT=" + port,
+			"GOOGLE_CLOUD_PROJECT=" + project,
+			emulator.FirestoreHostEnv + "=" + firestoreHost,
+			"EVENT_TIMEOUT=3s",
+			"LOG_LEVEL=DEBUG",
+		}, env...),
+		Stdout: w, Stderr: os.Stderr,
+	})
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start function: %w", err)
-	}
-	f := &function{url: "http://127.0.0.1:" + port + "/", cmd: cmd, logs: &logCollector{}, done: make(chan struct{})}
+	go logs.collect(w.r)
 	go func() {
-		f.logs.collect(stdout)
-		_ = cmd.Wait()
-		close(f.done)
+		<-p.Done()
+		w.Close()
 	}()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
-		if err == nil {
-			conn.Close()
-			return f, nil
-		}
-		select {
-		case <-f.done:
-			return nil, fmt.Errorf("function exited while starting")
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			f.stop()
-			return nil, fmt.Errorf("function not listening on %s after %v", port, waitTimeout)
-		}
+	f := &function{url: "http://127.0.0.1:" + port + "/", proc: p, logs: logs}
+	if err := p.WaitReady(context.Background(), waitTimeout, proc.Listening("127.0.0.1:"+port)); err != nil {
+		p.Stop()
+		return nil, err
 	}
+	return f, nil
 }
 
-func (f *function) stop() {
-	_ = f.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-f.done:
-	case <-time.After(5 * time.Second):
-		_ = f.cmd.Process.Kill()
-		<-f.done
-	}
+func (f *function) stop() { f.proc.Stop() }
+
+// lineFeed carries a process's output to a reader, closed once it exits.
+type lineFeed struct {
+	r *io.PipeReader
+	*io.PipeWriter
 }
 
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port), nil
+func newLineFeed() lineFeed {
+	r, w := io.Pipe()
+	return lineFeed{r: r, PipeWriter: w}
 }
 
 // logCollector keeps the function's JSON log lines.

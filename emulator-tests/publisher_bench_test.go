@@ -2,12 +2,12 @@ package emulatortests
 
 import (
 	"bufio"
+	"context"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +20,7 @@ import (
 	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/emulator"
 	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/internal/proc"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 )
 
@@ -63,29 +64,25 @@ func benchmarkPublisher(b *testing.B, fleets, hot int) {
 		start = time.Now()
 	}
 
-	port, err := freePort()
+	port, err := proc.FreePort()
 	require.NoError(b, err)
 	bin := publisherBinary(b)
-	cmd := exec.Command(bin,
-		"--cluster=bench", "--project="+project, "--topic="+topic,
-		"--namespaces="+ns.Name, "--lease-namespace="+ns.Name,
-		"--kubeconfig="+c.Kubeconfig, "--metrics-addr=127.0.0.1:"+port,
-		"--min-interval=1s", "--snapshot-interval=30s", "--log-level=WARNING")
-	cmd.Env = append(os.Environ(), "FLEETCAST_ID=bench")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(b, cmd.Start())
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
+	pub, err := proc.Start("publisher", bin, proc.Options{
+		Args: []string{"--cluster=bench", "--project=" + project, "--topic=" + topic,
+			"--namespaces=" + ns.Name, "--lease-namespace=" + ns.Name,
+			"--kubeconfig=" + c.Kubeconfig, "--metrics-addr=127.0.0.1:" + port,
+			"--min-interval=1s", "--snapshot-interval=30s", "--log-level=WARNING"},
+		Env:    []string{"FLEETCAST_ID=bench"},
+		Stdout: os.Stderr, Stderr: os.Stderr,
+		Grace: time.Minute, // it flushes what is pending
 	})
+	require.NoError(b, err)
+	b.Cleanup(pub.Stop)
 	metricsURL := "http://127.0.0.1:" + port + "/metrics"
 	// Ready once every fleet has been published under its term.
-	deadline := time.Now().Add(5 * time.Minute)
-	for metric(b, metricsURL, `fleetcast_publisher_publishes_total{kind="FLEET_UPSERT",result="ok"}`) < float64(fleets) {
-		require.Nil(b, cmd.ProcessState, "the publisher exited")
-		require.True(b, time.Now().Before(deadline), "publisher did not publish %d fleets within 5 min", fleets)
-		letTimePass(200 * time.Millisecond)
-	}
+	require.NoError(b, pub.WaitReady(b.Context(), 5*time.Minute, func() bool {
+		return metric(b, metricsURL, `fleetcast_publisher_publishes_total{kind="FLEET_UPSERT",result="ok"}`) >= float64(fleets)
+	}), "the publisher publishing %d fleets", fleets)
 	startup := time.Since(start)
 	b.Logf("publisher started, synced and published %d fleets in %v", fleets, startup.Round(time.Millisecond))
 
@@ -109,7 +106,7 @@ func benchmarkPublisher(b *testing.B, fleets, hot int) {
 		}
 	}()
 	var cpuPerMinute, rssMiB []float64
-	t0, cpu0 := time.Now(), cpuTime(b, cmd.Process.Pid)
+	t0, cpu0 := time.Now(), cpuTime(b, pub.Pid())
 	for loading := true; loading; {
 		select {
 		case <-done:
@@ -119,9 +116,9 @@ func benchmarkPublisher(b *testing.B, fleets, hot int) {
 		if time.Since(t0) < publisherWindow/2 {
 			continue // the load's last, partial window is too short to rate
 		}
-		cpu := cpuTime(b, cmd.Process.Pid)
+		cpu := cpuTime(b, pub.Pid())
 		cpuPerMinute = append(cpuPerMinute, (cpu-cpu0).Seconds()/time.Since(t0).Minutes())
-		rss, _ := memory(b, cmd.Process.Pid)
+		rss, _ := memory(b, pub.Pid())
 		rssMiB = append(rssMiB, rss/(1<<20))
 		t0, cpu0 = time.Now(), cpu
 	}
@@ -129,7 +126,7 @@ func benchmarkPublisher(b *testing.B, fleets, hot int) {
 	b.StopTimer()
 	published := metricSum(b, metricsURL, "fleetcast_publisher_publishes_total{") - pub0
 	informer := metricSum(b, metricsURL, "fleetcast_publisher_informer_events_total{") - inf0
-	_, hwm := memory(b, cmd.Process.Pid)
+	_, hwm := memory(b, pub.Pid())
 
 	reportSpread(b, "cpu", "s/min", cpuPerMinute)
 	reportSpread(b, "rss", "MiB", rssMiB)
@@ -157,10 +154,7 @@ func publisherBinary(tb testing.TB) string {
 			return
 		}
 		publisherBin = filepath.Join(dir, "fleetcast-publisher")
-		out, err := exec.Command("go", "build", "-o", publisherBin, "github.com/fleetcast/fleetcast/publisher/cmd/fleetcast-publisher").CombinedOutput()
-		if err != nil {
-			publisherBinErr = fmt.Errorf("build publisher: %w\n%s", err, out)
-		}
+		publisherBinErr = proc.Build(context.Background(), "", "github.com/fleetcast/fleetcast/publisher/cmd/fleetcast-publisher", publisherBin)
 	})
 	require.NoError(tb, publisherBinErr)
 	return publisherBin

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/fleetcast/fleetcast/functions/source"
 	"github.com/fleetcast/fleetcast/internal/buildpack"
 	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/proc"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 )
 
@@ -54,22 +54,16 @@ func TestSourceZipBuildsAndServesLikeTheBuildpack(t *testing.T) {
 	}
 
 	serve := func(target string) string {
-		port, err := freePort()
+		port, err := proc.FreePort()
 		require.NoError(t, err)
-		cmd := exec.Command(bins[target])
-		cmd.Env = append(os.Environ(), "FUNCTION_TARGET="+target, "PORT="+port, "GOOGLE_CLOUD_PROJECT="+project, emulator.FirestoreHostEnv+"="+fsHost)
-		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		url := "http://127.0.0.1:" + port
-		eventually(t, target+" listening", func() bool {
-			resp, err := http.Get(url + "/healthz-probe")
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err == nil
+		fn, err := proc.Start(target, bins[target], proc.Options{
+			Env:    []string{"FUNCTION_TARGET=" + target, "PORT=" + port, "GOOGLE_CLOUD_PROJECT=" + project, emulator.FirestoreHostEnv + "=" + fsHost},
+			Stderr: os.Stderr,
 		})
-		return url
+		require.NoError(t, err)
+		t.Cleanup(fn.Stop)
+		require.NoError(t, fn.WaitReady(t.Context(), waitTimeout, proc.Listening("127.0.0.1:"+port)))
+		return "http://127.0.0.1:" + port
 	}
 
 	// IngestFleetEvents, with a raw push body.

@@ -145,7 +145,7 @@ func TestLeaderElection(t *testing.T) {
 	kubetest.StartPublisher(t, cfgB, cp.RESTConfig(), rec)
 
 	// Churn, and let pub-b campaign for a while: it must stay silent.
-	churn(t, e, "f1")
+	defer churn(e, "f1")()
 	letTimePass(3 * cfgA.LeaseDuration)
 	for _, ev := range rec.all() {
 		require.Equal(t, "pub-a", ev.Publisher.ID, "only the leader publishes")
@@ -204,21 +204,22 @@ func electedConfig(ns, id string) publisher.Config {
 	return cfg
 }
 
-// churn changes a fleet's status every 50 ms until the test ends.
-func churn(t *testing.T, e *kubetest.Namespace, name string) {
-	stop, done := make(chan struct{}), make(chan struct{})
+// churn changes a fleet's status every 50 ms until the function it returns
+// is called: before the test ends, while its context still lets it patch.
+func churn(e *kubetest.Namespace, name string) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := int64(0); ; i++ {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
 			setReady(e, e.Name, name, i%3)
 		}
 	}()
-	t.Cleanup(func() { close(stop); <-done })
+	return func() { close(quit); <-done }
 }
 
 func ev(evs []fleet.Event, i int) fleet.Event { return evs[i] }

@@ -31,6 +31,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/fleetcast/fleetcast/internal/proc"
 )
 
 // Environment variables naming the binaries, and the one that makes a
@@ -63,9 +65,7 @@ type ControlPlane struct {
 	// Kubeconfig is a kubeconfig file for kubectl, as the admin.
 	Kubeconfig string
 	dir        string
-	etcd, api  *exec.Cmd
-	etcdDone   chan struct{}
-	apiDone    chan struct{}
+	etcd, api  *proc.Process
 }
 
 // Available reports whether the binaries are configured, and if not, why.
@@ -143,7 +143,7 @@ func (cp *ControlPlane) start() error {
 		return err
 	}
 	etcdURL := "http://127.0.0.1:" + clientPort
-	cp.etcd, cp.etcdDone, err = cp.spawn("etcd", os.Getenv(EtcdEnv),
+	cp.etcd, err = cp.spawn("etcd", os.Getenv(EtcdEnv),
 		"--name=default",
 		"--data-dir="+filepath.Join(cp.dir, "etcd"),
 		"--listen-client-urls="+etcdURL,
@@ -157,7 +157,7 @@ func (cp *ControlPlane) start() error {
 	if err != nil {
 		return err
 	}
-	if err := cp.wait("etcd", cp.etcdDone, answersOK(http.DefaultClient, etcdURL+"/health", "")); err != nil {
+	if err := cp.wait(cp.etcd, "etcd", answersOK(http.DefaultClient, etcdURL+"/health", "")); err != nil {
 		return err
 	}
 
@@ -165,7 +165,7 @@ func (cp *ControlPlane) start() error {
 		return err
 	}
 	cp.URL = "https://127.0.0.1:" + apiPort
-	cp.api, cp.apiDone, err = cp.spawn("kube-apiserver", os.Getenv(APIServerEnv),
+	cp.api, err = cp.spawn("kube-apiserver", os.Getenv(APIServerEnv),
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -185,7 +185,7 @@ func (cp *ControlPlane) start() error {
 		return err
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: insecureTLS()}, Timeout: 2 * time.Second}
-	if err := cp.wait("kube-apiserver", cp.apiDone, answersOK(client, cp.URL+"/readyz", cp.AdminToken)); err != nil {
+	if err := cp.wait(cp.api, "kube-apiserver", answersOK(client, cp.URL+"/readyz", cp.AdminToken)); err != nil {
 		return err
 	}
 	return cp.writeKubeconfig()
@@ -256,38 +256,27 @@ current-context: test
 }
 
 // spawn starts a binary with its output in a log file of the directory.
-func (cp *ControlPlane) spawn(name, bin string, args ...string) (*exec.Cmd, chan struct{}, error) {
+func (cp *ControlPlane) spawn(name, bin string, args ...string) (*proc.Process, error) {
 	logf, err := os.Create(filepath.Join(cp.dir, name+".log"))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	p, err := proc.Start(name, bin, proc.Options{Args: args, Stdout: logf, Stderr: logf, Grace: 10 * time.Second})
+	if err != nil {
 		logf.Close()
-		return nil, nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
+		return nil, err
 	}
-	done := make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
+		<-p.Done()
 		logf.Close()
-		close(done)
 	}()
-	return cmd, done, nil
+	return p, nil
 }
 
-// wait polls ready until it holds, the process exits, or 60 s pass.
-func (cp *ControlPlane) wait(name string, done chan struct{}, ready func() bool) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for !ready() {
-		select {
-		case <-done:
-			return fmt.Errorf("%s exited while starting:\n%s", name, cp.tail(name))
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after 60 s:\n%s", name, cp.tail(name))
-		}
+// wait waits until ready holds, with the end of the log when it fails.
+func (cp *ControlPlane) wait(p *proc.Process, name string, ready func() bool) error {
+	if err := p.WaitReady(context.Background(), 60*time.Second, ready); err != nil {
+		return fmt.Errorf("%w:\n%s", err, cp.tail(name))
 	}
 	return nil
 }
@@ -299,25 +288,15 @@ func (cp *ControlPlane) tail(name string) string {
 }
 
 // Stop stops the API server, then etcd (graceful shutdown of the API server
-// can hang once etcd is gone), each with SIGTERM and after 10 s SIGKILL, and
+// can hang once etcd is gone), each with SIGINT and after 10 s SIGKILL, and
 // removes the directory.
 func (cp *ControlPlane) Stop() {
-	stop(cp.api, cp.apiDone)
-	stop(cp.etcd, cp.etcdDone)
+	for _, p := range []*proc.Process{cp.api, cp.etcd} {
+		if p != nil {
+			p.Stop()
+		}
+	}
 	_ = os.RemoveAll(cp.dir)
-}
-
-func stop(cmd *exec.Cmd, done chan struct{}) {
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	_ = cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
 }
 
 // RESTConfig returns a client configuration authenticated as the admin.

@@ -14,9 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,6 +37,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/proc"
 	"github.com/fleetcast/fleetcast/publisher"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 )
@@ -102,10 +101,8 @@ func Run(ctx context.Context, opts Options) error {
 
 	say("building and serving the Cloud Functions (Functions Framework)")
 	bin := filepath.Join(tmp, "functions")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./functions/cmd/local")
-	build.Dir = opts.ModuleDir
-	if b, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build functions/cmd/local: %w\n%s", err, b)
+	if err := proc.Build(ctx, opts.ModuleDir, "./functions/cmd/local", bin); err != nil {
+		return err
 	}
 	ingestURL, stopIngest, err := serveFunction(ctx, bin, "IngestFleetEvents")
 	if err != nil {
@@ -332,48 +329,19 @@ func verify(out io.Writer, queryURL string) error {
 // serveFunction runs the local Functions Framework runner for target and
 // waits until it listens.
 func serveFunction(ctx context.Context, bin, target string) (string, func(), error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := proc.FreePort()
 	if err != nil {
 		return "", nil, err
 	}
-	port := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "FUNCTION_TARGET="+target, "PORT="+port, "GOOGLE_CLOUD_PROJECT="+Project,
-		"LOG_LEVEL=WARNING", "STALE_AFTER=30s")
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("start %s: %w", target, err)
+	fn, err := proc.Start(target, bin, proc.Options{
+		Env: []string{"FUNCTION_TARGET=" + target, "PORT=" + port, "GOOGLE_CLOUD_PROJECT=" + Project, "LOG_LEVEL=WARNING", "STALE_AFTER=30s"},
+	})
+	if err != nil {
+		return "", nil, err
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	stop := func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+	if err := fn.WaitReady(ctx, 30*time.Second, proc.Listening("127.0.0.1:"+port)); err != nil {
+		fn.Stop()
+		return "", nil, err
 	}
-	url := "http://127.0.0.1:" + port
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second); err == nil {
-			c.Close()
-			return url, stop, nil
-		}
-		select {
-		case <-done:
-			return "", nil, fmt.Errorf("%s exited while starting", target)
-		case <-ctx.Done():
-			stop()
-			return "", nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return "", nil, fmt.Errorf("%s not listening after 30 s", target)
-		}
-	}
+	return "http://127.0.0.1:" + port, fn.Stop, nil
 }
