@@ -165,7 +165,7 @@ func (t *billedIngest) push(ctx context.Context, tb testing.TB, ev fleet.Event) 
 	return t.handler.Handle(ctx, e)
 }
 
-func (t *billedIngest) Apply(ctx context.Context, ev fleet.Event) (firestoredb.Result, error) {
+func (t *billedIngest) Apply(ctx context.Context, ev fleet.Event) (fleet.Applied, error) {
 	res, err := t.store.Apply(ctx, ev)
 	if err != nil {
 		return res, err

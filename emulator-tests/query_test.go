@@ -666,7 +666,7 @@ func TestFollowFleetsDeliversEachWriteOnce(t *testing.T) {
 	ended := make(chan error, 1)
 	listens := a.store.Billing().Reads[firestoredb.CauseListen]
 	go func() {
-		ended <- a.store.FollowFleets(ctx, since, func(p firestoredb.Page[fleet.Document], readTime time.Time) {
+		ended <- a.store.FollowFleets(ctx, since, func(p fleet.Page[fleet.Document], readTime time.Time) {
 			assert.Empty(t, p.Unreadable)
 			deliveries <- delivery{p.Docs, readTime}
 		})

@@ -35,32 +35,25 @@ const (
 // (CauseView and CauseListen): Billing has every cause.
 func (s *Store) Reads() int64 { return s.billed.reads[byView].Load() + s.billed.reads[byListen].Load() }
 
-// Page is what a read returned: the documents it could decode, and the
-// IDs of those it could not (skipped, for the caller to report).
-type Page[T any] struct {
-	Docs       []*T
-	Unreadable []string
-}
-
 // LiveFleets returns every live fleet: the full load of a reader's view.
-func (s *Store) LiveFleets(ctx context.Context) (Page[fleet.Document], error) {
+func (s *Store) LiveFleets(ctx context.Context) (fleet.Page[fleet.Document], error) {
 	return readAll[fleet.Document](s, s.client.Collection(FleetsCollection).Where(fieldDeleted, "==", false).Documents(ctx))
 }
 
 // Clusters returns every cluster document.
-func (s *Store) Clusters(ctx context.Context) (Page[fleet.ClusterDocument], error) {
+func (s *Store) Clusters(ctx context.Context) (fleet.Page[fleet.ClusterDocument], error) {
 	return readAll[fleet.ClusterDocument](s, s.client.Collection(ClustersCollection).Documents(ctx))
 }
 
 // FleetsWrittenSince returns the fleet documents, tombstones included,
 // whose writtenAt is at or after since, oldest first.
-func (s *Store) FleetsWrittenSince(ctx context.Context, since time.Time) (Page[fleet.Document], error) {
+func (s *Store) FleetsWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.Document], error) {
 	return readAll[fleet.Document](s, writtenSince(s.client.Collection(FleetsCollection), since).Documents(ctx))
 }
 
 // ClustersWrittenSince returns the cluster documents written at or after
 // since, as FleetsWrittenSince.
-func (s *Store) ClustersWrittenSince(ctx context.Context, since time.Time) (Page[fleet.ClusterDocument], error) {
+func (s *Store) ClustersWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.ClusterDocument], error) {
 	return readAll[fleet.ClusterDocument](s, writtenSince(s.client.Collection(ClustersCollection), since).Documents(ctx))
 }
 
@@ -73,7 +66,7 @@ func (s *Store) ClustersWrittenSince(ctx context.Context, since time.Time) (Page
 // a read per document delivered, and at least one for the first results.
 // apply runs on the caller's goroutine, one call at a time. It returns nil
 // when ctx ends, and the error that stopped the listener otherwise.
-func (s *Store) FollowFleets(ctx context.Context, since time.Time, apply func(Page[fleet.Document], time.Time)) error {
+func (s *Store) FollowFleets(ctx context.Context, since time.Time, apply func(fleet.Page[fleet.Document], time.Time)) error {
 	it := writtenSince(s.client.Collection(FleetsCollection), since).Snapshots(ctx)
 	defer it.Stop()
 	for first := true; ; first = false {
@@ -84,7 +77,7 @@ func (s *Store) FollowFleets(ctx context.Context, since time.Time, apply func(Pa
 		if err != nil {
 			return fmt.Errorf("listen to the fleets written since %s: %w", since.Format(time.RFC3339Nano), err)
 		}
-		var p Page[fleet.Document]
+		var p fleet.Page[fleet.Document]
 		n := int64(0)
 		for _, c := range snap.Changes {
 			if c.Kind == firestore.DocumentRemoved {
@@ -148,9 +141,9 @@ func decode[T any](snap *firestore.DocumentSnapshot) (*T, error) {
 }
 
 // readAll decodes every document of it, counting the reads.
-func readAll[T any](s *Store, it *firestore.DocumentIterator) (Page[T], error) {
+func readAll[T any](s *Store, it *firestore.DocumentIterator) (fleet.Page[T], error) {
 	defer it.Stop()
-	var p Page[T]
+	var p fleet.Page[T]
 	n := int64(0)
 	defer func() { s.billed.read(byView, max(1, n)) }()
 	for {
@@ -159,7 +152,7 @@ func readAll[T any](s *Store, it *firestore.DocumentIterator) (Page[T], error) {
 			return p, nil
 		}
 		if err != nil {
-			return Page[T]{}, fmt.Errorf("list documents: %w", err)
+			return fleet.Page[T]{}, fmt.Errorf("list documents: %w", err)
 		}
 		n++
 		v, err := decode[T](snap)

@@ -63,28 +63,7 @@ func (s *Store) WithFullReconcileEvery(n int) *Store {
 	return s
 }
 
-// Result reports what applying one event did.
-type Result struct {
-	// Outcome of an upsert or delete; empty for snapshots.
-	Outcome fleet.Outcome
-	// Writes counts the documents written.
-	Writes int
-	// Tombstoned counts the fleets a snapshot part found gone.
-	Tombstoned int
-	// ClusterUpdated reports whether a snapshot wrote the cluster document.
-	ClusterUpdated bool
-	// LagMillis is ingestion time minus the event's observedAt.
-	LagMillis int64
-	// Unreadable lists (up to maxUnreadable) the fleet documents of a
-	// snapshot part's range that could not be decoded: left as they are,
-	// and not holding up the rest of the part or the heartbeat.
-	Unreadable []string
-	// ClusterRepaired reports that the cluster document could not be
-	// decoded and was rewritten from the snapshot.
-	ClusterRepaired bool
-}
-
-// maxUnreadable bounds the unreadable documents a Result names.
+// maxUnreadable bounds the unreadable documents an Applied names.
 const maxUnreadable = 10
 
 // Apply applies one validated event. An error wrapping fleet.ErrPermanent
@@ -92,8 +71,8 @@ const maxUnreadable = 10
 // document cannot be decoded); any other is transient (Firestore
 // unavailable, transaction contention beyond its retries, cancellation):
 // the caller should have the message redelivered.
-func (s *Store) Apply(ctx context.Context, ev fleet.Event) (Result, error) {
-	var res Result
+func (s *Store) Apply(ctx context.Context, ev fleet.Event) (fleet.Applied, error) {
+	var res fleet.Applied
 	var err error
 	switch ev.Kind {
 	case fleet.KindUpsert, fleet.KindDelete:
@@ -101,7 +80,7 @@ func (s *Store) Apply(ctx context.Context, ev fleet.Event) (Result, error) {
 	case fleet.KindSnapshot:
 		res, err = s.applySnapshot(ctx, ev)
 	default:
-		return Result{}, fmt.Errorf("apply: %w: kind %q", fleet.ErrInvalid, ev.Kind)
+		return fleet.Applied{}, fmt.Errorf("apply: %w: kind %q", fleet.ErrInvalid, ev.Kind)
 	}
 	if err != nil && !errors.Is(err, fleet.ErrPermanent) && refused(err) {
 		err = fmt.Errorf("%w: %w", fleet.ErrPermanent, err)
@@ -137,17 +116,17 @@ func (s *Store) ClusterRef(cluster string) *firestore.DocumentRef {
 	return s.client.Collection(ClustersCollection).Doc(cluster)
 }
 
-func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (Result, error) {
+func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (fleet.Applied, error) {
 	ref := s.FleetRef(ev.Key())
-	var res Result
+	var res fleet.Applied
 	wrote, err := compareAndSet(ctx, s, byApply, ref, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
 		now := s.now()
 		next, outcome := fleet.ApplyFleetEvent(stored, ev, now, s.retention)
-		res = Result{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
+		res = fleet.Applied{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
 		return next, nil
 	})
 	if err != nil {
-		return Result{}, fmt.Errorf("apply %s %s at %v: %w", ev.Kind, ev.Key(), ev.Version, err)
+		return fleet.Applied{}, fmt.Errorf("apply %s %s at %v: %w", ev.Kind, ev.Key(), ev.Version, err)
 	}
 	if wrote {
 		res.Writes = 1
@@ -158,9 +137,9 @@ func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (Result, er
 // applySnapshot reconciles the part's key range, then records the heartbeat
 // on the cluster document. Both steps are idempotent, so a redelivered part
 // repeats nothing that was done.
-func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (Result, error) {
+func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (fleet.Applied, error) {
 	now := s.now()
-	res := Result{LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
+	res := fleet.Applied{LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
 	n, bad, err := s.reconcile(ctx, ev)
 	res.Tombstoned, res.Writes, res.Unreadable = n, n, bad
 	if err != nil {

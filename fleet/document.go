@@ -128,6 +128,27 @@ const (
 	OutcomeStale Outcome = "stale"
 )
 
+// Applied reports what applying one event to the store did.
+type Applied struct {
+	// Outcome of an upsert or delete; empty for snapshots.
+	Outcome Outcome
+	// Writes counts the documents written.
+	Writes int
+	// Tombstoned counts the fleets a snapshot part found gone.
+	Tombstoned int
+	// ClusterUpdated reports whether a snapshot wrote the cluster document.
+	ClusterUpdated bool
+	// LagMillis is ingestion time minus the event's observedAt.
+	LagMillis int64
+	// Unreadable lists (a few of) the fleet documents of a snapshot part's
+	// range that could not be decoded: left as they are, and not holding
+	// up the rest of the part or the heartbeat.
+	Unreadable []string
+	// ClusterRepaired reports that the cluster document could not be
+	// decoded and was rewritten from the snapshot.
+	ClusterRepaired bool
+}
+
 // Writes reports whether the outcome writes the document.
 func (o Outcome) Writes() bool {
 	return o != OutcomeDuplicate && o != OutcomeStale
@@ -286,3 +307,10 @@ func docAggregates(m map[string]Aggregate) map[string]DocAggregate {
 // a count above its capacity while it shrinks, and "-3 rooms free" would
 // make sums of availability lie.
 func available(capacity, count int64) int64 { return max(0, capacity-count) }
+
+// Page is what one read of the store returned: the documents it could
+// decode, and the IDs of those it could not (left as they are, reported).
+type Page[T any] struct {
+	Docs       []*T
+	Unreadable []string
+}

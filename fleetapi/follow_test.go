@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
 )
@@ -148,13 +147,13 @@ func (r *racing) hook() {
 	}
 }
 
-func (r *racing) FleetsWrittenSince(ctx context.Context, since time.Time) (firestoredb.Page[fleet.Document], error) {
+func (r *racing) FleetsWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.Document], error) {
 	p, err := r.Listening.FleetsWrittenSince(ctx, since)
 	r.hook()
 	return p, err
 }
 
-func (r *racing) LiveFleets(ctx context.Context) (firestoredb.Page[fleet.Document], error) {
+func (r *racing) LiveFleets(ctx context.Context) (fleet.Page[fleet.Document], error) {
 	p, err := r.Listening.LiveFleets(ctx)
 	r.hook()
 	return p, err

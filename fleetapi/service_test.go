@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
 )
@@ -561,7 +560,7 @@ type gatedSource struct {
 	calls   atomic.Int64
 }
 
-func (g *gatedSource) FleetsWrittenSince(ctx context.Context, since time.Time) (firestoredb.Page[fleet.Document], error) {
+func (g *gatedSource) FleetsWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.Document], error) {
 	g.calls.Add(1)
 	g.entered <- struct{}{}
 	<-g.release

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/logging"
 )
@@ -19,10 +18,10 @@ import (
 // documents written since a point, tombstones included.
 // firestoredb.Store is the Source of a deployment.
 type Source interface {
-	LiveFleets(ctx context.Context) (firestoredb.Page[fleet.Document], error)
-	Clusters(ctx context.Context) (firestoredb.Page[fleet.ClusterDocument], error)
-	FleetsWrittenSince(ctx context.Context, since time.Time) (firestoredb.Page[fleet.Document], error)
-	ClustersWrittenSince(ctx context.Context, since time.Time) (firestoredb.Page[fleet.ClusterDocument], error)
+	LiveFleets(ctx context.Context) (fleet.Page[fleet.Document], error)
+	Clusters(ctx context.Context) (fleet.Page[fleet.ClusterDocument], error)
+	FleetsWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.Document], error)
+	ClustersWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.ClusterDocument], error)
 }
 
 // A Follower is a Source that can also deliver the fleet documents
@@ -35,10 +34,8 @@ type Source interface {
 // when ctx ends, and the error that stopped it otherwise.
 type Follower interface {
 	Source
-	FollowFleets(ctx context.Context, since time.Time, apply func(firestoredb.Page[fleet.Document], time.Time)) error
+	FollowFleets(ctx context.Context, since time.Time, apply func(fleet.Page[fleet.Document], time.Time)) error
 }
-
-var _ Follower = (*firestoredb.Store)(nil)
 
 // entry is one live fleet of the view.
 type entry struct {
@@ -454,7 +451,7 @@ func (s *Service) syncOnce(ctx context.Context, started time.Time, strict bool) 
 			"tookMillis", s.opts.Now().Sub(started).Milliseconds())
 		return nil
 	}
-	var fleets firestoredb.Page[fleet.Document]
+	var fleets fleet.Page[fleet.Document]
 	if fleetsDue {
 		var err error
 		if fleets, err = s.src.FleetsWrittenSince(ctx, fleetsSince); err != nil {
@@ -462,7 +459,7 @@ func (s *Service) syncOnce(ctx context.Context, started time.Time, strict bool) 
 		}
 		s.unreadable("fleets", fleets.Unreadable)
 	}
-	var clusters firestoredb.Page[fleet.ClusterDocument]
+	var clusters fleet.Page[fleet.ClusterDocument]
 	if clustersDue {
 		var err error
 		if clusters, err = s.src.ClustersWrittenSince(ctx, clustersSince); err != nil {
@@ -515,7 +512,7 @@ func withJournal(loaded []*fleet.Document, journal map[string]*fleet.Document) [
 // time, before which every write is in the view. The read time is
 // Firestore's clock, compared with the Service's: the clocks of Google's
 // machines agree to well within MaxStaleness.
-func (s *Service) heard(p firestoredb.Page[fleet.Document], readTime time.Time) {
+func (s *Service) heard(p fleet.Page[fleet.Document], readTime time.Time) {
 	s.unreadable("fleets", p.Unreadable)
 	s.mu.Lock()
 	defer s.mu.Unlock()

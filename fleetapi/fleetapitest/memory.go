@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 )
 
@@ -78,36 +77,36 @@ func (m *Memory) Reads() int64 {
 }
 
 // LiveFleets implements fleetapi.Source.
-func (m *Memory) LiveFleets(context.Context) (firestoredb.Page[fleet.Document], error) {
+func (m *Memory) LiveFleets(context.Context) (fleet.Page[fleet.Document], error) {
 	return read(m, m.fleets, func(d fleet.Document) bool { return !d.Deleted }, fleetWritten)
 }
 
 // Clusters implements fleetapi.Source.
-func (m *Memory) Clusters(context.Context) (firestoredb.Page[fleet.ClusterDocument], error) {
+func (m *Memory) Clusters(context.Context) (fleet.Page[fleet.ClusterDocument], error) {
 	return read(m, m.clusters, func(fleet.ClusterDocument) bool { return true }, clusterWritten)
 }
 
 // FleetsWrittenSince implements fleetapi.Source.
-func (m *Memory) FleetsWrittenSince(_ context.Context, since time.Time) (firestoredb.Page[fleet.Document], error) {
+func (m *Memory) FleetsWrittenSince(_ context.Context, since time.Time) (fleet.Page[fleet.Document], error) {
 	return read(m, m.fleets, func(d fleet.Document) bool { return !d.WrittenAt.Before(since) }, fleetWritten)
 }
 
 // ClustersWrittenSince implements fleetapi.Source.
-func (m *Memory) ClustersWrittenSince(_ context.Context, since time.Time) (firestoredb.Page[fleet.ClusterDocument], error) {
+func (m *Memory) ClustersWrittenSince(_ context.Context, since time.Time) (fleet.Page[fleet.ClusterDocument], error) {
 	return read(m, m.clusters, func(c fleet.ClusterDocument) bool { return !c.WrittenAt.Before(since) }, clusterWritten)
 }
 
 func fleetWritten(d *fleet.Document) time.Time          { return d.WrittenAt }
 func clusterWritten(c *fleet.ClusterDocument) time.Time { return c.WrittenAt }
 
-func read[T any](m *Memory, docs map[string]T, keep func(T) bool, written func(*T) time.Time) (firestoredb.Page[T], error) {
+func read[T any](m *Memory, docs map[string]T, keep func(T) bool, written func(*T) time.Time) (fleet.Page[T], error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.reads++ // a query is billed at least one read
 	if m.Err != nil {
-		return firestoredb.Page[T]{}, m.Err
+		return fleet.Page[T]{}, m.Err
 	}
-	var p firestoredb.Page[T]
+	var p fleet.Page[T]
 	for _, d := range docs {
 		if keep(d) {
 			p.Docs = append(p.Docs, new(d))
@@ -126,7 +125,7 @@ type Listening struct{ *Memory }
 
 // FollowFleets implements fleetapi.Follower. Its read times are the
 // Memory's clock when it delivers.
-func (l Listening) FollowFleets(ctx context.Context, since time.Time, apply func(firestoredb.Page[fleet.Document], time.Time)) error {
+func (l Listening) FollowFleets(ctx context.Context, since time.Time, apply func(fleet.Page[fleet.Document], time.Time)) error {
 	m := l.Memory
 	ln := &listener{wake: make(chan struct{}, 1)}
 	m.mu.Lock()
@@ -134,7 +133,7 @@ func (l Listening) FollowFleets(ctx context.Context, since time.Time, apply func
 		m.mu.Unlock()
 		return m.Err
 	}
-	var first firestoredb.Page[fleet.Document]
+	var first fleet.Page[fleet.Document]
 	for _, d := range m.fleets {
 		if !d.WrittenAt.Before(since) {
 			first.Docs = append(first.Docs, new(d))
@@ -166,7 +165,7 @@ func (l Listening) FollowFleets(ctx context.Context, since time.Time, apply func
 			m.reads += int64(len(docs))
 			readTime := m.now()
 			m.mu.Unlock()
-			apply(firestoredb.Page[fleet.Document]{Docs: docs}, readTime)
+			apply(fleet.Page[fleet.Document]{Docs: docs}, readTime)
 		}
 		if err != nil {
 			return err

@@ -55,12 +55,11 @@ type PubsubMessage struct {
 	OrderingKey string            `json:"orderingKey"`
 }
 
-// Applier applies one validated event to the store.
+// Applier applies one validated event to the store, saying what it did
+// in the domain's terms (firestoredb.Store is the production one).
 type Applier interface {
-	Apply(ctx context.Context, ev fleet.Event) (firestoredb.Result, error)
+	Apply(ctx context.Context, ev fleet.Event) (fleet.Applied, error)
 }
-
-var _ Applier = (*firestoredb.Store)(nil)
 
 // Handler handles fleet event CloudEvents.
 type Handler struct {

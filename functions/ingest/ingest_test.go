@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
 	"github.com/fleetcast/fleetcast/logging"
@@ -29,12 +28,12 @@ type recorder struct {
 	err     error
 }
 
-func (r *recorder) Apply(_ context.Context, ev fleet.Event) (firestoredb.Result, error) {
+func (r *recorder) Apply(_ context.Context, ev fleet.Event) (fleet.Applied, error) {
 	if r.err != nil {
-		return firestoredb.Result{}, r.err
+		return fleet.Applied{}, r.err
 	}
 	r.applied = append(r.applied, ev)
-	return firestoredb.Result{Outcome: fleet.OutcomeCreated, Writes: 1}, nil
+	return fleet.Applied{Outcome: fleet.OutcomeCreated, Writes: 1}, nil
 }
 
 // now is the ingest clock of these tests.
@@ -192,14 +191,14 @@ func TestConfigFromEnv(t *testing.T) {
 // outcomes is an Applier that answers each event with the next outcome.
 type outcomes []fleet.Outcome
 
-func (o *outcomes) Apply(context.Context, fleet.Event) (firestoredb.Result, error) {
+func (o *outcomes) Apply(context.Context, fleet.Event) (fleet.Applied, error) {
 	out := (*o)[0]
 	*o = (*o)[1:]
 	w := 0
 	if out.Writes() {
 		w = 1
 	}
-	return firestoredb.Result{Outcome: out, Writes: w}, nil
+	return fleet.Applied{Outcome: out, Writes: w}, nil
 }
 
 // TestUnchangedEventsAreCountedNotLogged: at INFO, an event that changed
