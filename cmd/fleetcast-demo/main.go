@@ -13,21 +13,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
+	"github.com/fleetcast/fleetcast/internal/cli"
 	"github.com/fleetcast/fleetcast/internal/demo"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "fleetcast-demo:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("fleetcast-demo", run) }
 
 func run(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fleetcast-demo", flag.ContinueOnError)

@@ -21,23 +21,19 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"cloud.google.com/go/firestore"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetcast/fleetcast/fleetwatch"
+	"github.com/fleetcast/fleetcast/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "matchmaker:", err)
-		os.Exit(1)
-	}
+	cli.Main("matchmaker", func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+		return run(ctx, args, getenv, os.Stdin, stdout, stderr)
+	})
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {

@@ -6,31 +6,35 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
 	// The functions register themselves in init.
 	_ "github.com/fleetcast/fleetcast/functions/ingest"
 	_ "github.com/fleetcast/fleetcast/functions/query"
+
+	"github.com/fleetcast/fleetcast/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "local:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("local", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
-	if len(args) > 0 {
-		return fmt.Errorf("unexpected arguments %q: configure with FUNCTION_TARGET, PORT and HOST", args)
+	fs := flag.NewFlagSet("local", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `Usage of local: serves the Cloud Functions with the Functions Framework, configured
+by the environment: FUNCTION_TARGET (IngestFleetEvents or QueryFleets; every function
+at /<Name> when unset), PORT (8080), HOST (127.0.0.1), and each function's variables
+(see the README). It takes no flags.`)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q: configure with FUNCTION_TARGET, PORT and HOST", fs.Args())
 	}
 	host, port := getenv("HOST"), getenv("PORT")
 	if host == "" {

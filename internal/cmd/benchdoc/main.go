@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,13 +26,13 @@ import (
 	"time"
 
 	"github.com/fleetcast/fleetcast/internal/benchdoc"
+	"github.com/fleetcast/fleetcast/internal/cli"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdin, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "benchdoc:", err)
-		os.Exit(1)
-	}
+	cli.Main("benchdoc", func(_ context.Context, args []string, _ func(string) string, _, stderr io.Writer) error {
+		return run(args, os.Stdin, stderr)
+	})
 }
 
 func run(args []string, stdin io.Reader, stderr io.Writer) error {
