@@ -20,6 +20,18 @@ BENCHFLAGS ?=
 # How long make demo runs; 0 = until Ctrl-C.
 DURATION ?= 0
 
+# The set-up every run of the pipeline shares, written once. Each is the
+# start of a recipe line, which ends with the command to run:
+# WITH_CONTROLPLANE exports the control plane's binaries (built once per
+# machine) and the flag that makes tests fail, not skip, without them;
+# WITH_BROWSER the same for Chromium (installed when missing); ON_EMULATORS
+# runs the command with both emulators, started on free ports and stopped
+# after it, whatever its end.
+WITH_CONTROLPLANE = eval "$$($(CONTROLPLANE) build)"; export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1;
+WITH_BROWSER      = export CHROMIUM="$$($(CHROMIUM) path)" REQUIRE_BROWSER=1;
+ON_EMULATORS      = $(EMULATORS) run --
+DEMO              = mkdir -p bin && $(GO) build -o bin/fleetcast-demo ./cmd/fleetcast-demo && $(ON_EMULATORS) bin/fleetcast-demo
+
 .PHONY: help
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -43,26 +55,17 @@ proto: ## Regenerate gen/ from schemas/fleetcast/v1/*.proto; builds buf and the 
 
 .PHONY: demo
 demo: ## Run the whole pipeline locally: emulators, control plane, 3 publishers, simulator, live view (DURATION=60s stops by itself).
-	eval "$$($(CONTROLPLANE) build)"; \
-	export KUBE_APISERVER ETCD; \
-	mkdir -p bin && $(GO) build -o bin/fleetcast-demo ./cmd/fleetcast-demo && \
-	$(EMULATORS) run -- bin/fleetcast-demo --duration=$(DURATION)
+	$(WITH_CONTROLPLANE) $(DEMO) --duration=$(DURATION)
 
 .PHONY: screenshots
 screenshots: ## Write docs/dashboard.png and docs/dashboard-versions.png from the demo's data (a 60 s demo; installs Chromium if missing).
-	eval "$$($(CONTROLPLANE) build)"; \
-	export KUBE_APISERVER ETCD CHROMIUM="$$($(CHROMIUM) path)"; \
-	mkdir -p bin && $(GO) build -o bin/fleetcast-demo ./cmd/fleetcast-demo && \
-	$(EMULATORS) run -- bin/fleetcast-demo --duration=60s --screenshots=docs
+	$(WITH_CONTROLPLANE) $(WITH_BROWSER) $(DEMO) --duration=60s --screenshots=docs
 
 .PHONY: test
 test: vet terraform ## Run every test with -race: builds the control plane and Helm and installs Chromium if missing, starts and stops the emulators.
-	eval "$$($(CONTROLPLANE) build)"; \
-	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
-	export FLEETCAST_TF_PROVIDER_DIR="$$($(TERRAFORM) build)" REQUIRE_TERRAFORM=1; \
-	export CHROMIUM="$$($(CHROMIUM) path)" REQUIRE_BROWSER=1; \
-	export HELM="$$($(HELM) path)" REQUIRE_HELM=1; \
-	$(EMULATORS) run -- $(GO) test -race -count=1 ./...
+	$(WITH_CONTROLPLANE) $(WITH_BROWSER) \
+	export FLEETCAST_TF_PROVIDER_DIR="$$($(TERRAFORM) build)" REQUIRE_TERRAFORM=1 HELM="$$($(HELM) path)" REQUIRE_HELM=1; \
+	$(ON_EMULATORS) $(GO) test -race -count=1 ./...
 
 .PHONY: terraform
 terraform: ## Offline Terraform checks: fmt, validate and test (module, dev, prod), plan dev and prod; builds the providers if missing.
@@ -99,9 +102,8 @@ controlplane: ## Build kube-apiserver and etcd into the user cache (once per mac
 bench: ## Run every benchmark (about 40 min) on the emulators and the control plane; write BENCHMARKS.md from the run.
 	mkdir -p bin
 	@echo "make bench: about 40 minutes; each benchmark's line appears when it ends (the coalescing and the bill scenarios take 12 min each)"
-	eval "$$($(CONTROLPLANE) build)"; \
-	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1 CHROMIUM="$$($(CHROMIUM) path)" REQUIRE_BROWSER=1; \
-	$(EMULATORS) run -- bash -o pipefail -c '\
+	$(WITH_CONTROLPLANE) $(WITH_BROWSER) \
+	$(ON_EMULATORS) bash -o pipefail -c '\
 	  $(GO) test -run="^$$" -bench=. -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) -timeout=30m ./firestoredb/ ./fleetapi/ && \
 	  $(GO) test -run="^$$" -bench=. -benchtime=1x -count=1 -timeout=90m ./emulator-tests/ -args $(BENCHFLAGS)' \
 	  | tee bin/bench.txt; \
@@ -114,9 +116,8 @@ FIRST ?= 1
 
 .PHONY: chaos
 chaos: ## Randomized fault testing of the whole pipeline over SEEDS seeds (make test runs 20).
-	eval "$$($(CONTROLPLANE) build)"; \
-	export KUBE_APISERVER ETCD REQUIRE_CONTROLPLANE=1; \
-	$(EMULATORS) run -- $(GO) test -run '^TestChaos$$' -count=1 -timeout=0 -v ./emulator-tests/ -args -chaos.seeds=$(SEEDS) -chaos.first=$(FIRST) \
+	$(WITH_CONTROLPLANE) \
+	$(ON_EMULATORS) $(GO) test -run '^TestChaos$$' -count=1 -timeout=0 -v ./emulator-tests/ -args -chaos.seeds=$(SEEDS) -chaos.first=$(FIRST) \
 	  | grep -E '^(=== RUN|--- FAIL|\s+--- FAIL|ok|FAIL|PASS)|chaos: |diverges|^\s+([0-9]+ms|state:) ' 
 
 .PHONY: fuzz
