@@ -100,7 +100,8 @@ func startFunctionTarget(target, firestoreHost string, env ...string) (*function
 	if err != nil {
 		return nil, err
 	}
-	logs, w := &logCollector{}, newLineFeed()
+	logs := &logCollector{}
+	out, w := io.Pipe() // closed once the process has exited
 	p, err := proc.Start("function "+target, functionBinary, proc.Options{
 		Env: append([]string{
 			"FUNCTION_TARGET=" + target,
@@ -115,7 +116,7 @@ func startFunctionTarget(target, firestoreHost string, env ...string) (*function
 	if err != nil {
 		return nil, err
 	}
-	go logs.collect(w.r)
+	go logs.collect(out)
 	go func() {
 		<-p.Done()
 		w.Close()
@@ -129,17 +130,6 @@ func startFunctionTarget(target, firestoreHost string, env ...string) (*function
 }
 
 func (f *function) stop() { f.proc.Stop() }
-
-// lineFeed carries a process's output to a reader, closed once it exits.
-type lineFeed struct {
-	r *io.PipeReader
-	*io.PipeWriter
-}
-
-func newLineFeed() lineFeed {
-	r, w := io.Pipe()
-	return lineFeed{r: r, PipeWriter: w}
-}
 
 // logCollector keeps the function's JSON log lines.
 type logCollector struct {

@@ -52,8 +52,8 @@ type Autoscaler struct {
 	LastScaleTime *time.Time `json:"lastScaleTime,omitempty"`
 }
 
-// NewAutoscaler shapes a document's autoscaler.
-func NewAutoscaler(a fleet.Autoscaler) Autoscaler {
+// newAutoscaler shapes a document's autoscaler.
+func newAutoscaler(a fleet.Autoscaler) Autoscaler {
 	out := Autoscaler{Name: a.Name, Policy: a.Policy, SyncSeconds: a.SyncSeconds,
 		CurrentReplicas: a.Status.CurrentReplicas, DesiredReplicas: a.Status.DesiredReplicas,
 		AbleToScale: a.Status.AbleToScale, ScalingLimited: a.Status.ScalingLimited}
@@ -90,7 +90,7 @@ func NewFleet(d *fleet.Document, stale bool) Fleet {
 	}
 	f.Rollout = d.Rollout
 	for _, a := range d.Autoscalers {
-		f.Autoscalers = append(f.Autoscalers, NewAutoscaler(a))
+		f.Autoscalers = append(f.Autoscalers, newAutoscaler(a))
 	}
 	return f
 }

@@ -256,30 +256,28 @@ func (j *joiner) wire(inf *nsInformers) error {
 	if err := inf.scalers.SetTransform(trimManagedFields); err != nil {
 		return fmt.Errorf("informer: %w", err)
 	}
-	index := func(name func(*unstructured.Unstructured) string) cache.Indexers {
+	setFleet, scalerFleet := inNamespace(ownerFleet), inNamespace(autoscalerTarget)
+	index := func(fleetOf func(*unstructured.Unstructured) string) cache.Indexers {
 		return cache.Indexers{byFleet: func(obj any) ([]string, error) {
-			u, ok := obj.(*unstructured.Unstructured)
-			if !ok || name(u) == "" {
-				return nil, nil
+			if u, ok := obj.(*unstructured.Unstructured); ok && fleetOf(u) != "" {
+				return []string{fleetOf(u)}, nil
 			}
-			return []string{u.GetNamespace() + "/" + name(u)}, nil
+			return nil, nil
 		}}
 	}
-	if err := inf.sets.AddIndexers(index(ownerFleet)); err != nil {
+	if err := inf.sets.AddIndexers(index(setFleet)); err != nil {
 		return fmt.Errorf("gameserverset informer: %w", err)
 	}
-	if err := inf.scalers.AddIndexers(index(autoscalerTarget)); err != nil {
+	if err := inf.scalers.AddIndexers(index(scalerFleet)); err != nil {
 		return fmt.Errorf("fleetautoscaler informer: %w", err)
 	}
 	handlers := []struct {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
 	}{
-		{inf.fleets, j.events("fleet", func(u *unstructured.Unstructured) { j.project(inf, keyOf(u)) }, func(u *unstructured.Unstructured) {
-			j.delete(u)
-		})},
-		{inf.sets, j.events("gameserverset", func(u *unstructured.Unstructured) { j.project(inf, u.GetNamespace()+"/"+ownerFleet(u)) }, nil)},
-		{inf.scalers, j.events("fleetautoscaler", func(u *unstructured.Unstructured) { j.project(inf, u.GetNamespace()+"/"+autoscalerTarget(u)) }, nil)},
+		{inf.fleets, j.events(inf, keyOf, true, j.delete)},
+		{inf.sets, j.events(inf, setFleet, false, nil)},
+		{inf.scalers, j.events(inf, scalerFleet, false, nil)},
 	}
 	for _, h := range handlers {
 		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
@@ -316,13 +314,31 @@ func asUnstructured(obj any) *unstructured.Unstructured {
 
 func keyOf(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }
 
-// events counts a resource's notifications and calls changed with each
-// object added, updated (old and new: a set or autoscaler may change
-// fleets) or deleted; gone, if set, replaces changed on delete.
-func (j *joiner) events(resource string, changed, gone func(*unstructured.Unstructured)) cache.ResourceEventHandler {
-	count := func(kind string) { j.m.InformerEvents.WithLabelValues(kind).Inc() }
-	if resource != "fleet" {
-		count = func(string) {}
+// inNamespace turns the name of an object's fleet into its key
+// (namespace/name); "" when it names none.
+func inNamespace(name func(*unstructured.Unstructured) string) func(*unstructured.Unstructured) string {
+	return func(u *unstructured.Unstructured) string {
+		if n := name(u); n != "" {
+			return u.GetNamespace() + "/" + n
+		}
+		return ""
+	}
+}
+
+// events projects, for each object added, updated or deleted, the fleet
+// fleetOf says it belongs to — on an update also the one it belonged to,
+// when a set or an autoscaler changed fleets; gone, if set, replaces that
+// on delete. counted: the notifications count in InformerEvents (fleets').
+func (j *joiner) events(inf *nsInformers, fleetOf func(*unstructured.Unstructured) string, counted bool, gone func(*unstructured.Unstructured)) cache.ResourceEventHandler {
+	count := func(kind string) {
+		if counted {
+			j.m.InformerEvents.WithLabelValues(kind).Inc()
+		}
+	}
+	changed := func(u *unstructured.Unstructured) {
+		if k := fleetOf(u); k != "" {
+			j.project(inf, k)
+		}
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -334,7 +350,7 @@ func (j *joiner) events(resource string, changed, gone func(*unstructured.Unstru
 		UpdateFunc: func(old, obj any) {
 			count("update")
 			o, n := asUnstructured(old), asUnstructured(obj)
-			if o != nil && n != nil && resource != "fleet" && keyOfTarget(o) != keyOfTarget(n) {
+			if o != nil && n != nil && fleetOf(o) != fleetOf(n) {
 				changed(o)
 			}
 			if n != nil {
@@ -353,14 +369,6 @@ func (j *joiner) events(resource string, changed, gone func(*unstructured.Unstru
 			}
 		},
 	}
-}
-
-// keyOfTarget is the fleet a set or an autoscaler belongs to.
-func keyOfTarget(u *unstructured.Unstructured) string {
-	if u.GetKind() == "FleetAutoscaler" {
-		return autoscalerTarget(u)
-	}
-	return ownerFleet(u)
 }
 
 // project publishes the fleet at key (namespace/name) as the caches hold

@@ -152,8 +152,9 @@ func Run(ctx context.Context, opts Options) error {
 
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	// The simulators play Agones' controllers: a fleet's every change
-	// writes its status, its sets' and its autoscaler's, which client-go's
-	// default rate limit (5 a second) would hold back until the demo ends.
+	// writes its status and its sets', a scale its autoscaler's too, which
+	// client-go's default rate limit (5 a second) would hold back until the
+	// demo ends.
 	simConfig := cp.RESTConfig()
 	simConfig.QPS, simConfig.Burst = 200, 400
 	dyn, err := dynamic.NewForConfig(simConfig)

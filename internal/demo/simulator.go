@@ -96,6 +96,9 @@ func (s *simulator) create(ctx context.Context, f *simFleet) error {
 		return fmt.Errorf("create fleetautoscaler %s/%s: %w", s.ns, f.name, err)
 	}
 	s.fleets = append(s.fleets, f)
+	if err := s.reportScaler(ctx, f); err != nil {
+		return err
+	}
 	return s.report(ctx, f)
 }
 
@@ -146,9 +149,8 @@ func (s *simulator) report(ctx context.Context, f *simFleet) error {
 	return s.reportSets(ctx, f)
 }
 
-// reportSets writes each set's status and the autoscaler's: the current
-// set runs what the old ones do not, allocated servers staying where they
-// are until they end.
+// reportSets writes each set's status: the current set runs what the old
+// ones do not, allocated servers staying where they are until they end.
 func (s *simulator) reportSets(ctx context.Context, f *simFleet) error {
 	old := int64(0)
 	for _, set := range f.sets[:len(f.sets)-1] {
@@ -165,6 +167,12 @@ func (s *simulator) reportSets(ctx context.Context, f *simFleet) error {
 			return fmt.Errorf("report status of gameserverset %s/%s: %w", s.ns, set.name, err)
 		}
 	}
+	return nil
+}
+
+// reportScaler writes the autoscaler's status, as Agones' autoscaler does
+// when it sets the fleet's replicas.
+func (s *simulator) reportScaler(ctx context.Context, f *simFleet) error {
 	st := map[string]any{"currentReplicas": f.replicas, "desiredReplicas": f.replicas, "ableToScale": true, "scalingLimited": f.replicas >= 20}
 	if !f.scaledAt.IsZero() {
 		st["lastScaleTime"] = f.scaledAt.UTC().Format(time.RFC3339)
@@ -213,6 +221,9 @@ func (s *simulator) scale(ctx context.Context, f *simFleet, replicas int64) erro
 	b, _ := json.Marshal(map[string]any{"spec": map[string]any{"replicas": replicas}})
 	if _, err := s.resource().Patch(ctx, f.name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("scale %s/%s: %w", s.ns, f.name, err)
+	}
+	if err := s.reportScaler(ctx, f); err != nil {
+		return err
 	}
 	return s.report(ctx, f)
 }
