@@ -44,7 +44,7 @@ func RolloutOf(desired int64, sets []GameServerSet) Rollout {
 	for _, s := range sets {
 		if s.Current {
 			current++
-			running = s.ReadyReplicas + s.ReservedReplicas + s.AllocatedReplicas
+			running = SatAdd(SatAdd(s.ReadyReplicas, s.ReservedReplicas), s.AllocatedReplicas)
 		} else if s.Replicas > 0 {
 			return r
 		}

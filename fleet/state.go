@@ -173,10 +173,18 @@ func (s *Status) Add(o Status) {
 	s.Lists = addAggregates(s.Lists, o.Lists)
 }
 
-// satAdd adds two non-negative numbers, saturating at math.MaxInt64.
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
+func satAdd(a, b int64) int64 { return SatAdd(a, b) }
+
+// SatAdd adds two numbers, saturating at math.MaxInt64 and math.MinInt64
+// instead of wrapping around. Every sum over fleets of several clusters
+// uses it: one cluster reporting a number near the limit must not turn
+// another's figures negative.
+func SatAdd(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
 		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
 	}
 	return a + b
 }

@@ -22,6 +22,21 @@ func TestStatusAddSaturates(t *testing.T) {
 	require.NoError(t, s.validate("totals"))
 }
 
+func TestSatAdd(t *testing.T) {
+	for _, c := range []struct{ a, b, want int64 }{
+		{1, 2, 3},
+		{math.MaxInt64, 1, math.MaxInt64},
+		{math.MaxInt64, math.MaxInt64, math.MaxInt64},
+		{math.MinInt64, -1, math.MinInt64},
+		{-5, 3, -2},
+		{math.MaxInt64, math.MinInt64, -1},
+	} {
+		assert.Equal(t, c.want, SatAdd(c.a, c.b), "%d + %d", c.a, c.b)
+	}
+	r := RolloutOf(3, []GameServerSet{{Name: "a", Current: true, ReadyReplicas: math.MaxInt64, AllocatedReplicas: math.MaxInt64}})
+	assert.True(t, r.Complete, "a current set running int64's most game servers runs the 3 desired, not a negative number")
+}
+
 func TestStatusBoundKeepsTheLargestCapacities(t *testing.T) {
 	var s Status
 	for i := range MaxAggregates + 1 {

@@ -1,6 +1,7 @@
 package fleetapi
 
 import (
+	"cmp"
 	"iter"
 	"maps"
 	"slices"
@@ -157,8 +158,8 @@ func aggregateLabel(key string, docs iter.Seq[*fleet.Document]) LabelValues {
 		}
 		lv.Fleets++
 		if d.Status != nil {
-			lv.ReadyReplicas += d.Status.ReadyReplicas
-			lv.AllocatedReplicas += d.Status.AllocatedReplicas
+			lv.ReadyReplicas = fleet.SatAdd(lv.ReadyReplicas, d.Status.ReadyReplicas)
+			lv.AllocatedReplicas = fleet.SatAdd(lv.AllocatedReplicas, d.Status.AllocatedReplicas)
 		}
 		clusters[v][d.Cluster] = true
 	}
@@ -168,10 +169,7 @@ func aggregateLabel(key string, docs iter.Seq[*fleet.Document]) LabelValues {
 		out.Values = append(out.Values, *lv)
 	}
 	slices.SortFunc(out.Values, func(a, b LabelValue) int {
-		if a.Fleets != b.Fleets {
-			return int(b.Fleets - a.Fleets)
-		}
-		return strings.Compare(a.Value, b.Value)
+		return cmp.Or(cmp.Compare(b.Fleets, a.Fleets), strings.Compare(a.Value, b.Value))
 	})
 	return out
 }

@@ -1,6 +1,7 @@
 package fleetwatch_test
 
 import (
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestPolicies(t *testing.T) {
 		w.seq++
 		w.mem.PutFleet(fleet.Document{Cluster: cluster, Namespace: "games", Name: name, UID: "u", Version: fleet.Version{Term: 1, Seq: w.seq},
 			Labels: map[string]string{"game": "x"}, Spec: &fleet.Spec{Replicas: ready},
-			Status: &fleet.DocStatus{ReadyReplicas: ready, Players: fleet.DocCapacity{Capacity: players, Available: players},
+			Status: &fleet.DocStatus{Replicas: ready, ReadyReplicas: ready, Players: fleet.DocCapacity{Capacity: players, Available: players},
 				Counters: map[string]fleet.DocAggregate{"rooms": {Capacity: rooms, Available: rooms}},
 				Lists:    map[string]fleet.DocAggregate{"slots": {Capacity: slots, Available: slots}}}})
 	}
@@ -69,6 +70,16 @@ func TestPolicies(t *testing.T) {
 	n, tier = pick(fleetwatch.Policy{Prefer: []labels.Selector{mars}})
 	assert.Equal(t, "a", n, "no preferred cluster has one: any cluster")
 	assert.Equal(t, 1, tier, "the fallback")
+
+	// A cluster that claims more ready game servers than it runs is
+	// ranked by those it runs.
+	w.seq++
+	w.mem.PutFleet(fleet.Document{Cluster: "ps5", Namespace: "games", Name: "liar", UID: "u", Version: fleet.Version{Term: 1, Seq: w.seq},
+		Labels: map[string]string{"game": "x"}, Spec: &fleet.Spec{Replicas: 2},
+		Status: &fleet.DocStatus{Replicas: 2, ReadyReplicas: math.MaxInt64}})
+	require.Eventually(t, func() bool { return len(v.Fleets(game)) == 4 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "a", name(fleetwatch.Policy{}), "ready is clamped to the replicas: 2, not MaxInt64")
+	assert.Equal(t, int64(2), fleetwatch.ByReady(fleetapi.Fleet{CurrentReplicas: 2, ReadyReplicas: math.MaxInt64}))
 
 	_, err = v.Pick(game, fleetwatch.Policy{Counter: "nope"})
 	assert.ErrorIs(t, err, fleetwatch.ErrNoFleet, "no capacity anywhere")

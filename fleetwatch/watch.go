@@ -556,8 +556,11 @@ func (v *View) Fleets(selector labels.Selector) []fleetapi.Fleet {
 // scoring 0 or less has no capacity to spare and is never picked.
 type Rank func(fleetapi.Fleet) int64
 
-// ByReady ranks fleets by their ready game servers.
-func ByReady(f fleetapi.Fleet) int64 { return f.ReadyReplicas }
+// ByReady ranks fleets by their ready game servers, never more than the
+// game servers they have: the numbers are their cluster's own word, and a
+// cluster reporting more ready servers than it runs must not win every
+// pick by it.
+func ByReady(f fleetapi.Fleet) int64 { return min(f.ReadyReplicas, f.CurrentReplicas) }
 
 // ByPlayers ranks fleets by their players' available capacity.
 func ByPlayers(f fleetapi.Fleet) int64 { return f.Players.Available }

@@ -578,9 +578,9 @@ func rolloutText(f fleetapi.Fleet) string {
 	var running, old int64
 	for _, s := range f.Rollout.Sets {
 		if s.Current {
-			running = s.ReadyReplicas + s.ReservedReplicas + s.AllocatedReplicas
+			running = fleet.SatAdd(fleet.SatAdd(s.ReadyReplicas, s.ReservedReplicas), s.AllocatedReplicas)
 		} else {
-			old += s.Replicas
+			old = fleet.SatAdd(old, s.Replicas)
 		}
 	}
 	return fmt.Sprintf("rolling:%d/%d,old=%d", running, f.Replicas, old)

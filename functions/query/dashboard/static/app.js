@@ -298,6 +298,10 @@ function el(tag, props, ...children) {
 
 const fmt = new Intl.NumberFormat("en");
 const n = (v) => fmt.format(v || 0);
+// add sums figures of several fleets or clusters, saturating at the
+// largest integer a page can count exactly: one cluster reporting a number
+// near int64's limit must not make another's figures meaningless.
+const add = (a, b) => Math.min((a || 0) + (b || 0), Number.MAX_SAFE_INTEGER);
 
 function chips(labels) {
   return Object.keys(labels || {})
@@ -407,7 +411,7 @@ function renderFleets() {
   let stale = 0;
   for (const f of state.fleets.values()) {
     if (f.stale) stale++;
-    else ready += f.readyReplicas;
+    else ready = add(ready, f.readyReplicas);
   }
   $("summary").textContent = state.synced
     ? `${n(ids.length)} fleets matching, ${n(ready)} ready replicas in those of live clusters` +
@@ -438,9 +442,9 @@ function rollout(f) {
   let current = "";
   for (const s of r.sets) {
     if (s.current) {
-      running = s.readyReplicas + s.reservedReplicas + s.allocatedReplicas;
+      running = add(add(s.readyReplicas, s.reservedReplicas), s.allocatedReplicas);
       current = s.name;
-    } else old += s.replicas;
+    } else old = add(old, s.replicas);
   }
   return [
     el("span", { class: "badge rolling", title: current ? `current set ${current}` : "no set runs the fleet's template yet" }, "rolling"),
@@ -467,7 +471,7 @@ function autoscalers(f) {
 }
 
 function fillRow(tr, f) {
-  const total = Math.max(f.replicas, f.readyReplicas + f.allocatedReplicas + f.reservedReplicas, 1);
+  const total = Math.max(f.replicas, add(add(f.readyReplicas, f.allocatedReplicas), f.reservedReplicas), 1);
   const bar = el("div", { class: "bar", "aria-hidden": "true" });
   for (const [cls, v] of [["ready", f.readyReplicas], ["allocated", f.allocatedReplicas], ["reserved", f.reservedReplicas]]) {
     const s = el("span", { class: cls });
