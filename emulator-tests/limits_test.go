@@ -16,34 +16,38 @@ import (
 )
 
 // TestACounterRichClusterStillHeartbeats: fleets on the real API server
-// that together name 1 001 counters, with capacities near math.MaxInt64
+// that together name 1 021 counters, with capacities near math.MaxInt64
 // (Agones allows them), still heartbeat through the whole pipeline: the
-// totals saturate and keep the 1 000 largest names, and say so.
+// totals saturate and keep the 1 000 largest names, and say so. (Each
+// fleet keeps within fleet.MaxStateBytes: 60 counters.)
 func TestACounterRichClusterStillHeartbeats(t *testing.T) {
 	c := controlplane.Require(t, cp, cpErr)
 	p := newPipeline(t)
 	ns := kubetest.NewNamespace(t, c)
 	p.nsName = ns.Name
-	for f := range 2 {
-		name := fmt.Sprintf("rich-%d", f)
+	const fleets, perFleet = 17, 60
+	var names []string
+	for f := range fleets {
+		name := fmt.Sprintf("rich-%02d", f)
+		names = append(names, name)
 		ns.CreateFleet(ns.Name, name, nil)
 		counters := map[string]any{"shared": map[string]any{"count": int64(1), "capacity": int64(math.MaxInt64)}}
-		for i := range 500 {
-			counters[fmt.Sprintf("c%d-%03d", f, i)] = map[string]any{"count": int64(1), "capacity": int64(math.MaxInt64 - i)}
+		for i := range perFleet - 1 {
+			counters[fmt.Sprintf("c%02d-%03d", f, i)] = map[string]any{"count": int64(1), "capacity": int64(math.MaxInt64 - i)}
 		}
 		ns.SetStatus(ns.Name, name, map[string]any{"replicas": int64(3), "readyReplicas": int64(3), "counters": counters})
 	}
 	cfg := p.publisherConfig(ns.Name)
 	cfg.SnapshotInterval = time.Second
 	kubetest.StartPublisher(t, cfg, c.RESTConfig(), p.transport(""))
-	p.waitFleets("both fleets land", []string{"rich-0", "rich-1"}, func(_ string, d *fleet.Document) bool {
-		return d != nil && !d.Deleted && len(d.Status.Counters) == 501
+	p.waitFleets("every fleet lands whole", names, func(_ string, d *fleet.Document) bool {
+		return d != nil && !d.Deleted && len(d.Status.Counters) == perFleet && d.Degraded == ""
 	})
 
 	var first time.Time
 	eventually(t, "a heartbeat with truncated totals", func() bool {
 		cl, _ := p.clusterDoc()
-		if cl == nil || cl.FleetCount != 2 {
+		if cl == nil || cl.FleetCount != fleets {
 			return false
 		}
 		first = cl.IngestedAt
@@ -57,7 +61,7 @@ func TestACounterRichClusterStillHeartbeats(t *testing.T) {
 	require.True(t, cl.TotalsTruncated)
 	assert.Len(t, cl.Totals.Counters, 1000)
 	assert.Equal(t, int64(math.MaxInt64), cl.Totals.Counters["shared"].Capacity, "saturated, not wrapped")
-	assert.Equal(t, int64(2), cl.Totals.Counters["shared"].Count)
+	assert.Equal(t, int64(fleets), cl.Totals.Counters["shared"].Count)
 }
 
 // TestAFleetThatCannotBePublishedWholeIsPublishedDegraded: on the real API

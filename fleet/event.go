@@ -67,6 +67,12 @@ type Event struct {
 // timestamp-micros, and Firestore's timestamp precision.
 type Micros int64
 
+// MaxMicros is the last microsecond of year 9999: the latest time that
+// RFC 3339, Go's JSON encoding of a time and a protobuf Timestamp can all
+// express. No time an event carries may be later, or no answer holding it
+// could be encoded.
+const MaxMicros Micros = 253402300799_999999
+
 // MicrosOf converts t, truncating to microseconds.
 func MicrosOf(t time.Time) Micros { return Micros(t.UnixMicro()) }
 
@@ -180,6 +186,22 @@ func sortSearch(entries []SnapshotEntry, r FleetRef) (int, bool) {
 // ErrInvalid: retrying cannot fix the message. Unknown fields are ignored,
 // so that an older reader accepts events of a newer, compatible schema.
 func DecodeEvent(data []byte) (Event, error) {
+	e, err := ParseEvent(data)
+	if err != nil {
+		return Event{}, err
+	}
+	if e.Kind == KindUpsert {
+		if err := e.Fleet.Validate(); err != nil {
+			return Event{}, err
+		}
+	}
+	return e, nil
+}
+
+// ParseEvent is DecodeEvent but for an upsert's state, which it returns
+// unchecked: the ingest side Admits it, reducing what a publisher did not
+// fit (as Fit would have) instead of dropping the whole event.
+func ParseEvent(data []byte) (Event, error) {
 	if len(data) > MaxEventBytes {
 		return Event{}, fmt.Errorf("%w: event of %d bytes exceeds %d", ErrInvalid, len(data), MaxEventBytes)
 	}
@@ -194,7 +216,7 @@ func DecodeEvent(data []byte) (Event, error) {
 	if e.Kind == KindUpsert && len(data) > MaxUpsertBytes {
 		return Event{}, fmt.Errorf("%w: fleet: upsert of %d bytes exceeds %d", ErrInvalid, len(data), MaxUpsertBytes)
 	}
-	if err := e.Validate(); err != nil {
+	if err := e.validateEnvelope(); err != nil {
 		return Event{}, err
 	}
 	return e, nil
@@ -256,6 +278,17 @@ func nonNil[V any](m map[string]V) map[string]V {
 
 // Validate reports the first reason e cannot be ingested, naming the field.
 func (e Event) Validate() error {
+	if err := e.validateEnvelope(); err != nil {
+		return err
+	}
+	if e.Kind == KindUpsert {
+		return e.Fleet.Validate()
+	}
+	return nil
+}
+
+// validateEnvelope is Validate but for an upsert's state.
+func (e Event) validateEnvelope() error {
 	if e.SchemaVersion != SchemaVersion {
 		return fmt.Errorf("%w: schemaVersion %d: unsupported, this reader understands %d", ErrInvalid, e.SchemaVersion, SchemaVersion)
 	}
@@ -270,8 +303,8 @@ func (e Event) Validate() error {
 	if err := e.Version.Validate(); err != nil {
 		return err
 	}
-	if e.ObservedAt <= 0 {
-		return fmt.Errorf("%w: observedAt %d: must be a positive time in microseconds", ErrInvalid, e.ObservedAt)
+	if e.ObservedAt <= 0 || e.ObservedAt > MaxMicros {
+		return fmt.Errorf("%w: observedAt %d: must be a positive time in microseconds, at most %d (year 9999)", ErrInvalid, e.ObservedAt, MaxMicros)
 	}
 	if e.Publisher.ID == "" || len(e.Publisher.ID) > maxSubdomainLen || !printable(e.Publisher.ID) {
 		return fmt.Errorf("%w: publisher.id %q: must be 1 to %d printable characters", ErrInvalid, e.Publisher.ID, maxSubdomainLen)
@@ -287,7 +320,7 @@ func (e Event) Validate() error {
 		if e.Fleet.UID == "" {
 			return fmt.Errorf("%w: fleet.uid: must not be empty in an upsert", ErrInvalid)
 		}
-		return e.Fleet.Validate()
+		return nil
 	case KindDelete:
 		return e.Key().Validate()
 	default:

@@ -159,6 +159,9 @@ func validateAutoscalers(as []Autoscaler) error {
 			st.CurrentReplicas < 0 || st.DesiredReplicas < 0 || st.LastScaleTime < 0 {
 			return fmt.Errorf("%w: %s: numbers must not be negative", ErrInvalid, field)
 		}
+		if st.LastScaleTime > MaxMicros {
+			return fmt.Errorf("%w: %s.status.lastScaleTime %d: after year 9999", ErrInvalid, field, st.LastScaleTime)
+		}
 	}
 	return nil
 }

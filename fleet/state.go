@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -81,23 +82,92 @@ const (
 	MaxDegradedLen     = 1024
 )
 
-// upsertEnvelope bounds what an upsert adds around its state: kind,
-// cluster, namespace, name, version, times, publisher and an empty
-// snapshot, all at their longest.
-const upsertEnvelope = 4 << 10
+// MaxStateBytes bounds a fleet's state as JSON — labels, annotations,
+// counters, lists, rollout and autoscalers together — and so the document
+// every query instance holds in memory for it (about 1.3 times as many
+// bytes of heap; a typical fleet takes about 1 KiB). Each limit above is
+// Kubernetes' or Agones' own, but together they allow 80 KiB of labels
+// alone, which 10 000 fleets would make a gigabyte in every instance. A
+// state past it is degraded as Fit says (an upsert of it is far below
+// MaxUpsertBytes): by the publisher, and again by
+// the ingest function for a publisher that did not.
+const MaxStateBytes = 8 << 10
 
-// Fit returns s as it can be published: unchanged when it is valid and an
-// upsert of it fits MaxUpsertBytes; otherwise reduced by dropping, in this
-// order and only as far as needed, the annotations, the autoscalers, the
-// rollout, the lists, the counters, the labels, and a scheduling or strategy type this version
-// does not know — with Degraded saying what was dropped and the first
-// reason. ok is false when even that does not fit (an invalid UID, a
-// negative count): such a fleet cannot be published at all.
+// Fit returns s as it can be published: unchanged when it is valid and
+// within MaxStateBytes; otherwise reduced by dropping, in this order and
+// only as far as needed, the annotations, the autoscalers, the rollout,
+// the lists, the counters, the labels, and a scheduling or strategy type
+// this version does not know — with Degraded saying what was dropped and
+// the first reason. ok is false when even that does not fit (an invalid
+// UID, a negative count): such a fleet cannot be published at all.
 func Fit(s State) (fitted State, ok bool) {
 	s.Degraded = ""
-	first := fits(s)
+	fitted, reason, ok := reduce(s, fits)
+	if ok && reason != "" {
+		fitted.Degraded = degradedText(reason)
+	}
+	return fitted, ok
+}
+
+// Admit returns the state of a validated upsert as the ingest side stores
+// it, observed by a clock that reads now: unchanged when it fits, or
+// reduced as Fit reduces it, for a publisher that did not fit it (an older
+// one, or one not built from this code), with Degraded saying what the
+// ingest side dropped after what the publisher did. Beyond Fit's rules, a
+// time in the state (an autoscaler's last scale) may not be more than
+// maxSkew ahead of now, as an event's observedAt may not. When no
+// reduction fits, the error (wrapping ErrInvalid) says why the state
+// cannot be stored.
+func Admit(s State, now time.Time, maxSkew time.Duration) (admitted State, changed bool, err error) {
+	check := func(s State) error {
+		if err := fits(s); err != nil {
+			return err
+		}
+		return checkStateTimes(s, now, maxSkew)
+	}
+	admitted, reason, ok := reduce(s, check)
+	if !ok {
+		return State{}, false, check(s)
+	}
+	if reason == "" {
+		return admitted, false, nil
+	}
+	reason = "at ingest, " + reason
+	if s.Degraded != "" {
+		reason = s.Degraded + "; " + reason
+	}
+	admitted.Degraded = degradedText(reason)
+	return admitted, true, nil
+}
+
+// checkStateTimes reports a time in s further ahead of now than maxSkew.
+func checkStateTimes(s State, now time.Time, maxSkew time.Duration) error {
+	limit := MicrosOf(now.Add(maxSkew))
+	for i, a := range s.Autoscalers {
+		if a.Status.LastScaleTime > limit {
+			return fmt.Errorf("%w: fleet.autoscalers[%d].status.lastScaleTime %s: more than %s ahead of the ingest clock",
+				ErrInvalid, i, a.Status.LastScaleTime.Time().Format(time.RFC3339), maxSkew)
+		}
+	}
+	return nil
+}
+
+// degradedText bounds a Degraded reason to MaxDegradedLen printable
+// characters.
+func degradedText(reason string) string {
+	if len(reason) > MaxDegradedLen {
+		reason = strings.ToValidUTF8(reason[:MaxDegradedLen-3], "") + "..."
+	}
+	return sanitize(reason)
+}
+
+// reduce drops the optional parts of s, in Fit's order and only as far as
+// needed, until check accepts it, and says what it dropped and why ("" when
+// s was accepted as it is).
+func reduce(s State, check func(State) error) (State, string, bool) {
+	first := check(s)
 	if first == nil {
-		return s, true
+		return s, "", true
 	}
 	steps := []struct {
 		what string
@@ -120,16 +190,11 @@ func Fit(s State) (fitted State, ok bool) {
 		}
 		step.drop(&s)
 		dropped = append(dropped, step.what)
-		if fits(s) == nil {
-			reason := fmt.Sprintf("dropped %s: %v", strings.Join(dropped, ", "), first)
-			if len(reason) > MaxDegradedLen {
-				reason = strings.ToValidUTF8(reason[:MaxDegradedLen-3], "") + "..."
-			}
-			s.Degraded = sanitize(reason)
-			return s, true
+		if check(s) == nil {
+			return s, fmt.Sprintf("dropped %s: %v", strings.Join(dropped, ", "), first), true
 		}
 	}
-	return State{}, false
+	return State{}, "", false
 }
 
 // fits reports why s cannot be published as it is, or nil.
@@ -141,8 +206,8 @@ func fits(s State) error {
 	if err != nil {
 		return fmt.Errorf("%w: fleet: %v", ErrInvalid, err)
 	}
-	if n := len(b) + upsertEnvelope; n > MaxUpsertBytes {
-		return fmt.Errorf("%w: fleet: an upsert of about %d bytes exceeds %d", ErrInvalid, n, MaxUpsertBytes)
+	if len(b) > MaxStateBytes {
+		return fmt.Errorf("%w: fleet: a state of %d bytes exceeds %d", ErrInvalid, len(b), MaxStateBytes)
 	}
 	return nil
 }

@@ -1,11 +1,13 @@
 package fleet
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -118,6 +120,63 @@ func TestFitDropsOptionalPartsInOrder(t *testing.T) {
 
 	_, ok = Fit(State{UID: strings.Repeat("u", MaxUIDLen+1)})
 	assert.False(t, ok, "an invalid UID cannot be fitted")
+}
+
+// TestAdmit: the ingest side stores a state that fits as it is, and
+// reduces one that does not — past MaxStateBytes, or with a time no honest
+// clock can have written — saying so after what the publisher said,
+// instead of dropping the fleet.
+func TestAdmit(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	scaler := Autoscaler{Name: "buffer", Policy: AutoscalerPolicy{Type: "Buffer", BufferSize: "2"},
+		Status: AutoscalerStatus{LastScaleTime: MicrosOf(now.Add(-time.Hour))}}
+	base := State{UID: "u", Labels: map[string]string{"platform": "pc"}, Spec: Spec{Replicas: 3},
+		Status: Status{ReadyReplicas: 3, Counters: map[string]Aggregate{"rooms": {Capacity: 4}}}, Autoscalers: []Autoscaler{scaler}}
+
+	got, changed, err := Admit(base, now, DefaultMaxClockSkew)
+	require.NoError(t, err)
+	assert.False(t, changed)
+	assert.True(t, got.Equal(base))
+
+	for name, lastScale := range map[string]Micros{
+		"after year 9999":         MaxMicros + 1,
+		"far ahead of the clock":  MicrosOf(now.Add(time.Hour)),
+		"int64's latest microsec": math.MaxInt64,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := base.Clone()
+			s.Degraded = "dropped annotations: the publisher's reason"
+			s.Autoscalers[0].Status.LastScaleTime = lastScale
+			got, changed, err := Admit(s, now, DefaultMaxClockSkew)
+			require.NoError(t, err)
+			assert.True(t, changed)
+			assert.Nil(t, got.Autoscalers, "the autoscalers go, the fleet stays")
+			assert.Equal(t, base.Labels, got.Labels)
+			assert.Equal(t, base.Status.Counters, got.Status.Counters)
+			assert.True(t, strings.HasPrefix(got.Degraded, "dropped annotations: the publisher's reason; at ingest, dropped autoscalers: "), got.Degraded)
+			assert.Contains(t, got.Degraded, "lastScaleTime")
+			require.NoError(t, got.Validate())
+		})
+	}
+
+	labelled := base.Clone()
+	labelled.Labels = map[string]string{}
+	for i := range MaxLabels {
+		labelled.Labels[fmt.Sprintf("%s/k%061d", strings.Repeat("p", 190), i)] = strings.Repeat("v", 63)
+	}
+	require.NoError(t, labelled.Validate(), "Kubernetes allows each label")
+	got, changed, err = Admit(labelled, now, DefaultMaxClockSkew)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Nil(t, got.Labels)
+	assert.Contains(t, got.Degraded, fmt.Sprintf("exceeds %d", MaxStateBytes))
+	b, err := json.Marshal(got)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(b), MaxStateBytes)
+
+	_, _, err = Admit(State{UID: "u", Spec: Spec{Replicas: -1}}, now, DefaultMaxClockSkew)
+	assert.ErrorIs(t, err, ErrInvalid, "a negative count cannot be reduced away")
+	assert.ErrorContains(t, err, "fleet.spec.replicas")
 }
 
 func TestRolloutOf(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -141,6 +142,9 @@ type Service struct {
 
 	// epoch tells this Service's resume tokens from another's.
 	epoch uint64
+	// unanswerable counts the documents left out because no answer
+	// could hold them (Encodable).
+	unanswerable atomic.Int64
 
 	syncMu   sync.Mutex // guards running, queued, watches and pollStop
 	running  *syncRound

@@ -438,9 +438,10 @@ func (s *Service) syncOnce(ctx context.Context, started time.Time, strict bool) 
 		}
 		s.unreadable("fleets", fleets.Unreadable)
 		s.unreadable("clusters", clusters.Unreadable)
+		docs, cdocs := s.answerable(fleets.Docs), s.answerableClusters(clusters.Docs)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.view.load(withJournal(fleets.Docs, s.view.journal), clusters.Docs)
+		s.view.load(withJournal(docs, s.view.journal), cdocs)
 		s.view.lastLoad, s.view.lastClusterSync = started, started
 		s.view.lastSync = maxTime(s.view.lastSync, started)
 		s.view.fleetsSince = maxTime(s.view.fleetsSince, point)
@@ -458,6 +459,7 @@ func (s *Service) syncOnce(ctx context.Context, started time.Time, strict bool) 
 			return storeErr(err)
 		}
 		s.unreadable("fleets", fleets.Unreadable)
+		fleets.Docs = s.answerable(fleets.Docs)
 	}
 	var clusters fleet.Page[fleet.ClusterDocument]
 	if clustersDue {
@@ -466,6 +468,7 @@ func (s *Service) syncOnce(ctx context.Context, started time.Time, strict bool) 
 			return storeErr(err)
 		}
 		s.unreadable("clusters", clusters.Unreadable)
+		clusters.Docs = s.answerableClusters(clusters.Docs)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -514,6 +517,7 @@ func withJournal(loaded []*fleet.Document, journal map[string]*fleet.Document) [
 // machines agree to well within MaxStaleness.
 func (s *Service) heard(p fleet.Page[fleet.Document], readTime time.Time) {
 	s.unreadable("fleets", p.Unreadable)
+	p.Docs = s.answerable(p.Docs)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := &s.view
@@ -537,6 +541,39 @@ func (s *Service) unreadable(collection string, ids []string) {
 		s.opts.Log.Error("query view: undecodable documents skipped", "collection", collection,
 			"count", len(ids), "docs", ids[:min(10, len(ids))], logging.KeyError, "cannot decode")
 	}
+}
+
+// answerable returns docs with each live document that no answer could
+// hold (Encodable) replaced by its removal: it leaves the view, counted
+// and logged with its ID, and fails no answer about the others.
+func (s *Service) answerable(docs []*fleet.Document) []*fleet.Document {
+	for i, d := range docs {
+		if d.Deleted {
+			continue
+		}
+		if err := Encodable(d); err != nil {
+			s.opts.Log.Error("query view: a fleet document no answer can hold is left out", "collection", "fleets",
+				logging.KeyFleet, d.Key().DocID(), logging.KeyError, err.Error(), "unanswerableTotal", s.unanswerable.Add(1))
+			docs[i] = &fleet.Document{Cluster: d.Cluster, Namespace: d.Namespace, Name: d.Name, Deleted: true, Version: d.Version}
+		}
+	}
+	return docs
+}
+
+// answerableClusters leaves out the cluster documents no answer could
+// hold: the cluster keeps its previous document, and turns stale when that
+// ages.
+func (s *Service) answerableClusters(docs []*fleet.ClusterDocument) []*fleet.ClusterDocument {
+	out := docs[:0]
+	for _, c := range docs {
+		if err := ClusterEncodable(c); err != nil {
+			s.opts.Log.Error("query view: a cluster document no answer can hold is left out", "collection", "clusters",
+				logging.KeyCluster, c.Cluster, logging.KeyError, err.Error(), "unanswerableTotal", s.unanswerable.Add(1))
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func maxTime(a, b time.Time) time.Time {

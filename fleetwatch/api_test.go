@@ -60,7 +60,7 @@ func (w *apiWorld) put(cluster, name string, ready int64) {
 	w.seq++
 	w.mem.PutFleet(fleet.Document{Cluster: cluster, Namespace: "games", Name: name, UID: "u", Version: fleet.Version{Term: 1, Seq: w.seq},
 		Labels: map[string]string{"platform": cluster}, Spec: &fleet.Spec{Replicas: ready},
-		Status: &fleet.DocStatus{ReadyReplicas: ready, Counters: map[string]fleet.DocAggregate{}, Lists: map[string]fleet.DocAggregate{}}})
+		Status: &fleet.DocStatus{Replicas: ready, ReadyReplicas: ready, Counters: map[string]fleet.DocAggregate{}, Lists: map[string]fleet.DocAggregate{}}})
 }
 
 func (w *apiWorld) remove(cluster, name string) {

@@ -32,7 +32,7 @@ func TestRoutesPlayersToTheBestFleet(t *testing.T) {
 	}{{"pc-a", "pc", "1.42", 3}, {"pc-b", "pc", "1.42", 7}, {"ps5", "ps5", "1.42", 9}} {
 		apply(fleet.Event{Kind: fleet.KindUpsert, Cluster: "eu", Namespace: "games", Name: f.name, Fleet: fleet.State{
 			UID: "u", Labels: map[string]string{"platform": f.platform, "app.kubernetes.io/version": f.version},
-			Status: fleet.Status{ReadyReplicas: f.ready},
+			Status: fleet.Status{Replicas: f.ready, ReadyReplicas: f.ready},
 		}})
 	}
 	var out bytes.Buffer

@@ -124,7 +124,7 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 			logging.KeyMessageID, id, logging.KeyTopic, e.Source(), logging.KeyReason, err.Error())
 		return nil
 	}
-	ev, err := fleet.DecodeEvent(msg.Message.Data)
+	ev, err := fleet.ParseEvent(msg.Message.Data)
 	if err != nil {
 		h.drop(ctx, "dropping invalid fleet event", DropInvalid,
 			logging.KeyMessageID, id, logging.KeyTopic, topic, logging.KeyReason, err.Error())
@@ -145,10 +145,26 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 				fmt.Sprintf("cluster %q claimed on the topic of cluster %q", ev.Cluster, topicCluster))...)
 		return nil
 	}
-	if err := fleet.CheckTimes(ev, h.now(), h.cfg.TombstoneRetention, h.cfg.MaxClockSkew); err != nil {
+	now := h.now()
+	if err := fleet.CheckTimes(ev, now, h.cfg.TombstoneRetention, h.cfg.MaxClockSkew); err != nil {
 		h.drop(ctx, "dropping fleet event: its publisher's clock is off", DropClockSkew,
 			append(attrs, logging.KeyTopic, topic, logging.KeyReason, err.Error())...)
 		return nil
+	}
+	if ev.Kind == fleet.KindUpsert {
+		// What a publisher did not fit to the store's limits (an older
+		// one, or not this code) is reduced as it would have: one
+		// fleet's optional parts are lost, never the fleet.
+		admitted, changed, err := fleet.Admit(ev.Fleet, now, h.cfg.MaxClockSkew)
+		if err != nil {
+			h.drop(ctx, "dropping invalid fleet event", DropInvalid, append(attrs, logging.KeyReason, err.Error())...)
+			return nil
+		}
+		if changed {
+			h.log.ErrorContext(ctx, "fleet event stored degraded: parts of its state dropped to fit the store's limits",
+				append(attrs, logging.KeyReason, admitted.Degraded)...)
+		}
+		ev.Fleet = admitted
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.EventTimeout)
 	defer cancel()

@@ -230,3 +230,66 @@ func TestUnchangedEventsAreCountedNotLogged(t *testing.T) {
 	assert.EqualValues(t, 3, lines[2]["duplicates"])
 	assert.EqualValues(t, 1, lines[2]["stale"])
 }
+
+// TestWhatAPublisherDidNotFitIsStoredDegraded: an upsert that a publisher
+// did not fit to the store's limits — an autoscaler's last scale after
+// year 9999 or ahead of the ingest clock, labels past MaxStateBytes — is
+// stored without those parts, marked degraded and logged at ERROR, not
+// dropped (the fleet stays visible) and not stored as it came (no answer
+// could hold it).
+func TestWhatAPublisherDidNotFitIsStoredDegraded(t *testing.T) {
+	// Written as a publisher of another build would: fleet.EncodeEvent
+	// refuses these states, so the JSON is edited after it.
+	withScaleTime := func(at fleet.Micros) []byte {
+		ev := upsertOf("pc")
+		ev.Fleet.Autoscalers = []fleet.Autoscaler{{Name: "buffer", Policy: fleet.AutoscalerPolicy{Type: "Buffer"}, Status: fleet.AutoscalerStatus{LastScaleTime: 1}}}
+		return bytes.Replace(encoded(t, ev), []byte(`"lastScaleTime":1`), fmt.Appendf(nil, `"lastScaleTime":%d`, at), 1)
+	}
+	labelled := upsertOf("pc")
+	labelled.Fleet.Labels = map[string]string{}
+	for i := range 100 {
+		labelled.Fleet.Labels[fmt.Sprintf("example.com/label-%03d", i)] = strings.Repeat("v", 63)
+	}
+	for name, tc := range map[string]struct {
+		data []byte
+		want string
+	}{
+		"year 10000":         {withScaleTime(fleet.MaxMicros + 1), "lastScaleTime"},
+		"int64's largest":    {withScaleTime(math.MaxInt64), "lastScaleTime"},
+		"an hour ahead":      {withScaleTime(fleet.MicrosOf(now.Add(time.Hour))), "ahead of the ingest clock"},
+		"labels past bounds": {encodedUnchecked(t, labelled), fmt.Sprintf("exceeds %d", fleet.MaxStateBytes)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := &recorder{}
+			var buf bytes.Buffer
+			h := ingest.NewHandler(rec, logging.New(&buf, slog.LevelInfo), config(), func() time.Time { return now })
+			require.NoError(t, h.Handle(t.Context(), cloudEvent(t, pubsubData(tc.data))))
+			require.Len(t, rec.applied, 1, "stored, not dropped")
+			st := rec.applied[0].Fleet
+			require.NoError(t, rec.applied[0].Validate())
+			assert.Contains(t, st.Degraded, "at ingest, dropped ")
+			assert.Contains(t, st.Degraded, tc.want)
+			assert.Empty(t, st.Autoscalers)
+			b, err := json.Marshal(st)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, len(b), fleet.MaxStateBytes)
+			var degraded []map[string]any
+			for _, l := range logLines(t, &buf) {
+				if l["severity"] == "ERROR" && strings.Contains(l["message"].(string), "stored degraded") {
+					degraded = append(degraded, l)
+				}
+			}
+			require.Len(t, degraded, 1, buf.String())
+			assert.Equal(t, "default,sgs", strings.TrimPrefix(degraded[0]["fleet"].(string), "pc,"))
+		})
+	}
+}
+
+// encodedUnchecked is the JSON of ev as a publisher that does not fit its
+// states would send it.
+func encodedUnchecked(t *testing.T, ev fleet.Event) []byte {
+	t.Helper()
+	b, err := json.Marshal(ev)
+	require.NoError(t, err)
+	return b
+}
