@@ -35,10 +35,36 @@ var errContention = fmt.Errorf("document changed by another writer on each of %d
 // Its reads and writes are billed to by on s.
 func compareAndSet[T any](ctx context.Context, s *Store, by cause, ref *firestore.DocumentRef,
 	decode func(*firestore.DocumentSnapshot) (*T, error), decide func(stored *T) (*T, error)) (wrote bool, err error) {
+	return compareAndSetFrom(ctx, s, by, ref, nil, decode, decide)
+}
+
+// read is one read of a document: its snapshot and the error of Get.
+type read struct {
+	snap *firestore.DocumentSnapshot
+	err  error
+}
+
+// getDoc reads ref, billed to by on s.
+func getDoc(ctx context.Context, s *Store, by cause, ref *firestore.DocumentRef) read {
+	snap, err := ref.Get(ctx)
+	s.billed.read(by, 1) // a missing document's read is billed too
+	return read{snap, err}
+}
+
+// compareAndSetFrom is compareAndSet starting from a read already made
+// (nil: none), which costs nothing more when the document is unchanged
+// since: the precondition checks it.
+func compareAndSetFrom[T any](ctx context.Context, s *Store, by cause, ref *firestore.DocumentRef, first *read,
+	decode func(*firestore.DocumentSnapshot) (*T, error), decide func(stored *T) (*T, error)) (wrote bool, err error) {
 	wait := 10 * time.Millisecond
 	for range casAttempts {
-		snap, err := ref.Get(ctx)
-		s.billed.read(by, 1) // a missing document's read is billed too
+		r := first
+		if r == nil {
+			got := getDoc(ctx, s, by, ref)
+			r = &got
+		}
+		first = nil
+		snap, err := r.snap, r.err
 		var stored *T
 		switch {
 		case status.Code(err) == codes.NotFound:

@@ -137,15 +137,31 @@ func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (fleet.Appl
 // applySnapshot reconciles the part's key range, then records the heartbeat
 // on the cluster document. Both steps are idempotent, so a redelivered part
 // repeats nothing that was done.
+//
+// A part older than the cluster's newest snapshot changes nothing and is
+// not reconciled: one read. That newer snapshot's parts cover every key,
+// and whatever this one would tombstone (a live document older than it, in
+// its range and not listed) is older than them and not listed by them
+// either (a fleet re-created since has a newer version). So a replayed or
+// long-delayed snapshot, which anyone holding the cluster's credentials
+// could send at will, costs one read, not one per fleet of its range.
 func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (fleet.Applied, error) {
 	now := s.now()
 	res := fleet.Applied{LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
+	ref := s.ClusterRef(ev.Cluster)
+	cluster := getDoc(ctx, s, byCluster, ref)
+	if status.Code(cluster.err) != codes.NotFound && cluster.err != nil {
+		return res, fmt.Errorf("read cluster %s before snapshot at %v: %w", ev.Cluster, ev.Version, cluster.err)
+	}
+	if supersedes(cluster.snap, ev.Version) {
+		res.Outcome = fleet.OutcomeStale
+		return res, nil
+	}
 	n, bad, err := s.reconcile(ctx, ev)
 	res.Tombstoned, res.Writes, res.Unreadable = n, n, bad
 	if err != nil {
 		return res, fmt.Errorf("reconcile snapshot %s at %v part %d/%d: %w", ev.Cluster, ev.Version, ev.Snapshot.Part+1, ev.Snapshot.Parts, err)
 	}
-	ref := s.ClusterRef(ev.Cluster)
 	decode := func(snap *firestore.DocumentSnapshot) (*fleet.ClusterDocument, error) {
 		stored := new(fleet.ClusterDocument)
 		if err := snap.DataTo(stored); err != nil {
@@ -157,7 +173,7 @@ func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (fleet.Applie
 		}
 		return stored, nil
 	}
-	res.ClusterUpdated, err = compareAndSet(ctx, s, byCluster, ref, decode, func(stored *fleet.ClusterDocument) (*fleet.ClusterDocument, error) {
+	res.ClusterUpdated, err = compareAndSetFrom(ctx, s, byCluster, ref, &cluster, decode, func(stored *fleet.ClusterDocument) (*fleet.ClusterDocument, error) {
 		return fleet.ApplySnapshotToCluster(stored, ev, s.now()), nil
 	})
 	if err != nil {
@@ -167,6 +183,16 @@ func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (fleet.Applie
 		res.Writes++
 	}
 	return res, nil
+}
+
+// supersedes reports whether a cluster's document holds a snapshot newer
+// than v. A missing or undecodable document holds none.
+func supersedes(snap *firestore.DocumentSnapshot, v fleet.Version) bool {
+	var c fleet.ClusterDocument
+	if snap == nil || !snap.Exists() || snap.DataTo(&c) != nil {
+		return false
+	}
+	return c.SnapshotVersion.Compare(v) > 0
 }
 
 // reconcile tombstones the live fleets in the part's range that the part

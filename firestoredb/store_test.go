@@ -345,6 +345,50 @@ func TestAPartThatAgreesReadsNoDocument(t *testing.T) {
 	assert.Zero(t, calls["RunQuery"], "and the next part agrees")
 }
 
+// TestASnapshotOlderThanTheClustersCostsOneRead: a snapshot part with an
+// old term and no fleets — replayed at will by anyone holding the
+// cluster's credentials, or delivered long late — reads the cluster's
+// document and nothing else, and changes nothing, however many fleets the
+// cluster has; a current part still reconciles.
+func TestASnapshotOlderThanTheClustersCostsOneRead(t *testing.T) {
+	var rpcs emulator.RPCs
+	c := emulator.Firestore(t, emulator.ProjectID(t), rpcs.FirestoreOptions(t)...)
+	s := firestoredb.New(c, time.Hour, time.Now)
+	ctx := t.Context()
+	entries := applyFleets(t, s, 300, "f%03d")
+	current := snapshot(2, 1, fleet.SplitSnapshot(entries, fleet.DefaultSnapshotPartBytes), 0)
+	_, err := s.Apply(ctx, current)
+	require.NoError(t, err)
+
+	old := snapshot(1, 1000, fleet.SplitSnapshot(nil, fleet.DefaultSnapshotPartBytes), 0)
+	for range 3 {
+		rpcs.Take()
+		before := s.Billing()
+		res, err := s.Apply(ctx, old)
+		require.NoError(t, err)
+		after := s.Billing()
+		assert.Equal(t, fleet.OutcomeStale, res.Outcome)
+		assert.Zero(t, res.Writes)
+		assert.Equal(t, map[string]int{"BatchGetDocuments": 1}, rpcs.Take(), "the cluster document's read, and nothing else")
+		var reads int64
+		for cause, n := range after.Reads {
+			reads += n - before.Reads[cause]
+		}
+		assert.EqualValues(t, 1, reads)
+	}
+	d, _ := get(t, s, "f150")
+	assert.False(t, d.Deleted)
+
+	// The current snapshot's other deliveries still reconcile: one
+	// aggregation, no document read.
+	rpcs.Take()
+	res, err := s.Apply(ctx, current)
+	require.NoError(t, err)
+	assert.Empty(t, res.Outcome)
+	calls := rpcs.Take()
+	assert.Equal(t, 1, calls["RunAggregationQuery"]+calls["RunQuery"], "its range is checked: %v", calls)
+}
+
 // TestBillingSplitsByCause: every billed read and write is counted, under
 // the cause that made it.
 func TestBillingSplitsByCause(t *testing.T) {

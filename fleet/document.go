@@ -130,7 +130,9 @@ const (
 
 // Applied reports what applying one event to the store did.
 type Applied struct {
-	// Outcome of an upsert or delete; empty for snapshots.
+	// Outcome of an upsert or delete. Of a snapshot part: OutcomeStale
+	// when the cluster already has a newer snapshot (nothing was done),
+	// and empty otherwise.
 	Outcome Outcome
 	// Writes counts the documents written.
 	Writes int

@@ -187,6 +187,13 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 		return fmt.Errorf("apply message %s: %w", id, err)
 	}
 	attrs = append(attrs, logging.KeyWrites, res.Writes, logging.KeyLagMillis, res.LagMillis)
+	if ev.Kind == fleet.KindSnapshot && res.Outcome == fleet.OutcomeStale {
+		// Overtaken by a newer snapshot: late, or replayed.
+		h.log.DebugContext(ctx, "fleet event ingested", append(attrs, logging.KeyOutcome, string(res.Outcome),
+			"part", ev.Snapshot.Part, "parts", ev.Snapshot.Parts)...)
+		h.countUnchanged(ctx, res.Outcome)
+		return nil
+	}
 	if ev.Kind == fleet.KindSnapshot {
 		attrs = append(attrs, logging.KeyOutcome, "reconciled", "tombstoned", res.Tombstoned, "clusterUpdated", res.ClusterUpdated,
 			"part", ev.Snapshot.Part, "parts", ev.Snapshot.Parts)
