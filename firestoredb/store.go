@@ -82,20 +82,20 @@ func (s *Store) Apply(ctx context.Context, ev fleet.Event) (fleet.Applied, error
 	default:
 		return fleet.Applied{}, fmt.Errorf("apply: %w: kind %q", fleet.ErrInvalid, ev.Kind)
 	}
-	if err != nil && !errors.Is(err, fleet.ErrPermanent) && refused(err) {
+	switch {
+	case err == nil, errors.Is(err, fleet.ErrPermanent):
+	case status.Code(err) == codes.FailedPrecondition:
+		// The writes' preconditions are the compare-and-set's own, and
+		// retried there: this is a query Firestore has no index for,
+		// missing or still building (FAILED_PRECONDITION "The query
+		// requires an index"). The same event succeeds once it is built.
+		err = fmt.Errorf("%w (a composite index, which terraform apply creates): %w", fleet.ErrStoreNotReady, err)
+	case status.Code(err) == codes.InvalidArgument:
+		// Firestore refused the request itself, which sending it again
+		// cannot change.
 		err = fmt.Errorf("%w: %w", fleet.ErrPermanent, err)
 	}
 	return res, err
-}
-
-// refused reports whether Firestore refused the request itself, which
-// sending it again cannot change.
-func refused(err error) bool {
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.FailedPrecondition:
-		return true
-	}
-	return false
 }
 
 // unreadable wraps a stored document's decoding error.

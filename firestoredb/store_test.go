@@ -10,6 +10,8 @@ import (
 	"cloud.google.com/go/firestore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
@@ -387,6 +389,32 @@ func TestASnapshotOlderThanTheClustersCostsOneRead(t *testing.T) {
 	assert.Empty(t, res.Outcome)
 	calls := rpcs.Take()
 	assert.Equal(t, 1, calls["RunAggregationQuery"]+calls["RunQuery"], "its range is checked: %v", calls)
+}
+
+// TestAMissingIndexIsRetriedNotDropped: Firestore refuses a query whose
+// composite index is missing or still building with FAILED_PRECONDITION
+// (the emulator never does: the test makes the aggregation fail as
+// production would). That is no fault of the event, which succeeds once
+// the index is ready: transient, and the operator's to fix — not a
+// permanent refusal, which would acknowledge every snapshot unapplied and
+// turn every cluster stale.
+func TestAMissingIndexIsRetriedNotDropped(t *testing.T) {
+	var rpcs emulator.RPCs
+	c := emulator.Firestore(t, emulator.ProjectID(t), rpcs.FirestoreOptions(t)...)
+	s := firestoredb.New(c, time.Hour, time.Now).WithFullReconcileEvery(1 << 30)
+	entries := applyFleets(t, s, 3, "f%d")
+	part := snapshot(1, 10, fleet.SplitSnapshot(entries, fleet.DefaultSnapshotPartBytes), 0)
+
+	rpcs.Fail("RunAggregationQuery", status.Error(codes.FailedPrecondition,
+		"The query requires an index. That index is currently building and cannot be used yet."))
+	_, err := s.Apply(t.Context(), part)
+	require.ErrorIs(t, err, fleet.ErrStoreNotReady)
+	assert.NotErrorIs(t, err, fleet.ErrPermanent)
+
+	rpcs.Fail("RunAggregationQuery", nil) // built
+	res, err := s.Apply(t.Context(), part)
+	require.NoError(t, err)
+	assert.True(t, res.ClusterUpdated, "the redelivery records the heartbeat")
 }
 
 // TestBillingSplitsByCause: every billed read and write is counted, under

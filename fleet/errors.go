@@ -13,3 +13,10 @@ var ErrInvalid = errors.New("invalid")
 // left as it is; callers acknowledge the message after logging it, so that
 // one bad document does not hold up the cluster's other events.
 var ErrPermanent = errors.New("permanent store error")
+
+// ErrStoreNotReady marks a failure of the store that only its operator
+// can end, and that ends without any change to the event: Firestore
+// refusing a query for want of an index that is missing or still
+// building. Callers have the message redelivered, as for any transient
+// error, and say the operator must act.
+var ErrStoreNotReady = errors.New("the store is not ready for this query")

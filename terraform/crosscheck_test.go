@@ -97,6 +97,41 @@ func registeredFunctions(tb testing.TB) []string {
 	return names
 }
 
+// TestTheIngestFunctionIsCreatedAfterEveryIndex: Firestore refuses a
+// query whose composite index is missing or building, so the function
+// whose snapshots query them must not run before every index is built.
+func TestTheIngestFunctionIsCreatedAfterEveryIndex(t *testing.T) {
+	body := moduleBody(t)
+	indexes := resources(body, "google_firestore_index")
+	require.NotEmpty(t, indexes)
+	fn := resources(body, "google_cloudfunctions2_function")["ingest"]
+	require.NotNil(t, fn)
+	attr, ok := fn.Body.Attributes["depends_on"]
+	require.True(t, ok, "the ingest function has no depends_on")
+	var deps []string
+	for _, v := range attr.Expr.(*hclsyntax.TupleConsExpr).Exprs {
+		if tr, ok := v.(*hclsyntax.ScopeTraversalExpr); ok {
+			var parts []string
+			for _, step := range tr.Traversal {
+				switch s := step.(type) {
+				case hcl.TraverseRoot:
+					parts = append(parts, s.Name)
+				case hcl.TraverseAttr:
+					parts = append(parts, s.Name)
+				}
+			}
+			deps = append(deps, strings.Join(parts, "."))
+		}
+	}
+	for name, ix := range indexes {
+		assert.Contains(t, deps, "google_firestore_index."+name)
+		// The provider waits for a created index to be built unless told
+		// to skip that wait, which would make the dependency hollow.
+		_, skips := ix.Body.Attributes["skip_wait"]
+		assert.False(t, skips, "google_firestore_index.%s must not skip the wait for its build", name)
+	}
+}
+
 func TestEntryPointsAreTheRegisteredFunctions(t *testing.T) {
 	var entryPoints []string
 	for name, fn := range resources(moduleBody(t), "google_cloudfunctions2_function") {

@@ -180,6 +180,14 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 		h.drop(ctx, "dropping fleet event the store cannot apply", DropStoreRefused, append(attrs, logging.KeyReason, err.Error())...)
 		return nil
 	}
+	if errors.Is(err, fleet.ErrStoreNotReady) {
+		// Not the event's fault, nor a passing one: the operator's.
+		// Redelivered until it is fixed (Terraform creates the index
+		// before the functions; a new one builds in minutes).
+		h.log.ErrorContext(ctx, "fleet event not applied: Firestore lacks an index this function needs; create it (terraform apply), the event is redelivered until it is ready",
+			append(attrs, logging.KeyError, err.Error())...)
+		return fmt.Errorf("apply message %s: %w", id, err)
+	}
 	if err != nil {
 		// Transient: Firestore unavailable, contention beyond the
 		// transaction's retries, a timeout. Pub/Sub redelivers.

@@ -293,3 +293,19 @@ func encodedUnchecked(t *testing.T, ev fleet.Event) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// TestAStoreThatIsNotReadyIsRetriedAndBlamedOnTheOperator: when the store
+// cannot run a query for want of an index, the event is redelivered (an
+// error, not an acknowledgement) and the ERROR line says what to do.
+func TestAStoreThatIsNotReadyIsRetriedAndBlamedOnTheOperator(t *testing.T) {
+	rec := &recorder{err: fmt.Errorf("reconcile: %w", fleet.ErrStoreNotReady)}
+	var buf bytes.Buffer
+	h := ingest.NewHandler(rec, logging.New(&buf, slog.LevelInfo), config(), func() time.Time { return now })
+	err := h.Handle(t.Context(), cloudEvent(t, pubsubData(validEvent(t))))
+	require.ErrorIs(t, err, fleet.ErrStoreNotReady, "redelivered")
+	lines := logLines(t, &buf)
+	require.Len(t, lines, 1)
+	assert.Equal(t, "ERROR", lines[0]["severity"])
+	assert.Contains(t, lines[0]["message"], "create it (terraform apply)")
+	assert.Nil(t, lines[0]["reasonCode"], "not a drop")
+}

@@ -104,10 +104,25 @@ func EmulatorOptions(host string) []option.ClientOption {
 	}
 }
 
-// RPCs counts the RPCs a client sends, by method.
+// RPCs counts the RPCs a client sends, by method, and can make a method
+// fail as production Firestore does where the emulator never would (it
+// never asks for an index, for one).
 type RPCs struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu   sync.Mutex
+	n    map[string]int
+	fail map[string]error
+}
+
+// Fail makes every later call of method (its last path element, such as
+// RunAggregationQuery) return err without reaching the emulator; nil
+// lets them through again.
+func (r *RPCs) Fail(method string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail == nil {
+		r.fail = map[string]error{}
+	}
+	r.fail[method] = err
 }
 
 // FirestoreOptions are the options of a Firestore emulator client that
@@ -117,20 +132,26 @@ type RPCs struct {
 func (r *RPCs) FirestoreOptions(tb testing.TB) []option.ClientOption {
 	tb.Helper()
 	host := Host(tb, FirestoreHostEnv)
-	count := func(method string) {
+	count := func(method string) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.n == nil {
 			r.n = map[string]int{}
 		}
-		r.n[method[strings.LastIndex(method, "/")+1:]]++
+		name := method[strings.LastIndex(method, "/")+1:]
+		r.n[name]++
+		return r.fail[name]
 	}
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		count(method)
+		if err := count(method); err != nil {
+			return err
+		}
 		return invoke(ctx, method, req, reply, cc, opts...)
 	}
 	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		count(method)
+		if err := count(method); err != nil {
+			return nil, err
+		}
 		return streamer(ctx, desc, cc, method, opts...)
 	}
 	conn, err := grpc.NewClient("passthrough:///"+host,

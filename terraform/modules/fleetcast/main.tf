@@ -438,7 +438,10 @@ resource "google_cloudfunctions2_function" "ingest" {
       MAX_CLOCK_SKEW       = var.max_clock_skew
     })
   }
-  depends_on = [time_sleep.services, time_sleep.build_roles]
+  # Only once the reconcile index is built (the provider waits for its
+  # creation to finish): a snapshot part's aggregation needs it, and
+  # Firestore refuses the query until then (FAILED_PRECONDITION).
+  depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_reconcile]
 }
 
 resource "google_cloudfunctions2_function" "query" {
