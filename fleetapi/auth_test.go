@@ -220,43 +220,83 @@ func TestIDTokensFromEveryKindOfCredentials(t *testing.T) {
 }
 
 // TestTheClientSendsTheIDToken: with GOOGLE_APPLICATION_CREDENTIALS naming
-// a user's login, the query API client sends its ID token; on localhost it
-// sends none.
+// a user's login, the query API client sends its ID token over https, to
+// the URL's origin and nowhere else; on a loopback address, or over plain
+// http, it sends none.
 func TestTheClientSendsTheIDToken(t *testing.T) {
 	is := newIssuer(t)
-	userJSON, _ := json.Marshal(map[string]string{"type": "authorized_user", "client_id": "gcloud-client",
-		"client_secret": "s", "refresh_token": "user-refresh-token", "token_uri": is.URL + "/token"})
+	saJSON := serviceAccountKey(t, "reader@p.iam.gserviceaccount.com", is.URL+"/token")
 	path := filepath.Join(t.TempDir(), "adc.json")
-	require.NoError(t, os.WriteFile(path, userJSON, 0o600))
+	require.NoError(t, os.WriteFile(path, saJSON, 0o600))
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
 
-	var got sync.Map
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var got sync.Map // host → Authorization
+	var elsewhere string
+	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got.Store(r.Host, r.Header.Get("Authorization"))
+		if r.URL.Path == "/v1/redirect" {
+			http.Redirect(w, r, elsewhere+"/v1/clusters", http.StatusFound)
+			return
+		}
 		writeJSON(w, map[string]any{"items": []any{}})
 	}))
 	t.Cleanup(api.Close)
-	// The function's name resolves to the local server.
-	dial := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, network, api.Listener.Addr().String())
-	}}}
-	ctx := context.WithValue(t.Context(), oauth2.HTTPClient, dial)
-	_, port, _ := net.SplitHostPort(api.Listener.Addr().String())
-	remote := "http://fleetcast-query.example:" + port
-	client, err := fleetapi.NewClientWith(ctx, remote, fleetapi.Auth{})
+	plainAPI := httptest.NewServer(api.Config.Handler)
+	t.Cleanup(plainAPI.Close)
+	_, tlsPort, _ := net.SplitHostPort(api.Listener.Addr().String())
+	_, plainPort, _ := net.SplitHostPort(plainAPI.Listener.Addr().String())
+	// Every name resolves to the local servers (example.com is in
+	// httptest's certificate).
+	tr := api.Client().Transport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		_, port, _ := net.SplitHostPort(addr)
+		return (&net.Dialer{}).DialContext(ctx, network, "127.0.0.1:"+port)
+	}
+	ctx := context.WithValue(t.Context(), oauth2.HTTPClient, &http.Client{Transport: tr})
+	token := func(host string) string {
+		t.Helper()
+		auth, _ := got.LoadAndDelete(host)
+		s, _ := auth.(string)
+		return s
+	}
+
+	remote := "https://example.com:" + tlsPort
+	client, err := fleetapi.NewClientWith(ctx, remote+"/some/path", fleetapi.Auth{})
 	require.NoError(t, err)
 	_, err = client.ListClusters(t.Context())
 	require.NoError(t, err)
-	auth, _ := got.Load("fleetcast-query.example:" + port)
-	require.NotNil(t, auth)
-	bearer, ok := strings.CutPrefix(auth.(string), "Bearer ")
-	require.True(t, ok, auth)
-	assert.Equal(t, "ada@example.com", payload(t, bearer)["email"])
+	bearer, ok := strings.CutPrefix(token("example.com:"+tlsPort), "Bearer ")
+	require.True(t, ok, "an ID token over https")
+	assert.Equal(t, remote, payload(t, bearer)["aud"], "for the origin, the audience Cloud Run checks: not the path")
+	assert.Equal(t, []string{"sa id token " + remote}, is.took())
 
-	local, err := fleetapi.NewClientWith(t.Context(), api.URL, fleetapi.Auth{})
+	// A redirect to another host gets no token.
+	elsewhere = "https://elsewhere.example.com:" + tlsPort
+	base, hc, err := fleetapi.HTTPClientWith(ctx, remote, fleetapi.Auth{})
+	require.NoError(t, err)
+	resp, err := hc.Get(base + "/v1/redirect")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.NotEmpty(t, token("example.com:"+tlsPort))
+	assert.Empty(t, token("elsewhere.example.com:"+tlsPort), "the token goes to its origin only")
+	is.took()
+
+	// Plain http to a remote name: no token in the clear.
+	assert.False(t, fleetapi.SendsToken("http://example.com:"+plainPort))
+	plain, err := fleetapi.NewClientWith(ctx, "http://example.com:"+plainPort, fleetapi.Auth{})
+	require.NoError(t, err)
+	_, err = plain.ListClusters(t.Context())
+	require.Error(t, err, "http.DefaultClient does not resolve example.com here")
+	assert.Empty(t, token("example.com:"+plainPort))
+
+	local, err := fleetapi.NewClientWith(t.Context(), plainAPI.URL, fleetapi.Auth{})
 	require.NoError(t, err)
 	_, err = local.ListClusters(t.Context())
 	require.NoError(t, err)
-	auth, _ = got.Load(strings.TrimPrefix(api.URL, "http://"))
-	assert.Empty(t, auth, "no token for localhost")
+	assert.Empty(t, token(strings.TrimPrefix(plainAPI.URL, "http://")), "no token for a loopback address")
+	for _, h := range []string{"localhost", "127.0.0.1", "127.1.2.3", "::1"} {
+		assert.True(t, fleetapi.IsLoopback(h), h)
+	}
+	assert.False(t, fleetapi.IsLoopback("example.com"))
+	assert.Empty(t, is.took(), "and no token was minted for them")
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -60,10 +61,13 @@ func checkURL(baseURL string) (*url.URL, error) {
 }
 
 // HTTPClient returns the query API's base URL, checked, and a client for
-// it: one that sends a Google-signed ID token for it, as a function behind
-// Cloud Functions IAM requires, from Application Default Credentials; or,
-// on localhost, a plain one. The generated InformationService client takes
-// both.
+// it: over https, one that sends a Google-signed ID token for the URL's
+// origin (the audience Cloud Run checks), as a function behind Cloud
+// Functions IAM requires, from Application Default Credentials — to that
+// origin only, never to a host a redirect names; to a loopback address
+// (a local runner, gcloud run services proxy) or over plain http, a
+// plain one: a token sent in the clear is a token given away. The
+// generated InformationService client takes both.
 func HTTPClient(ctx context.Context, baseURL string) (string, *http.Client, error) {
 	return HTTPClientWith(ctx, baseURL, Auth{})
 }
@@ -74,16 +78,54 @@ func HTTPClientWith(ctx context.Context, baseURL string, auth Auth) (string, *ht
 	if err != nil {
 		return "", nil, err
 	}
-	if h := u.Hostname(); h == "localhost" || h == "127.0.0.1" || h == "::1" {
+	if !SendsToken(u.String()) {
 		return u.String(), http.DefaultClient, nil
 	}
+	origin := u.Scheme + "://" + u.Host
 	// The tokens outlive the call: a stream refreshes them for hours.
 	ctx = context.WithoutCancel(ctx)
-	ts, err := auth.TokenSource(ctx, u.String())
+	ts, err := auth.TokenSource(ctx, origin)
 	if err != nil {
-		return "", nil, fmt.Errorf("ID token for %s: %w", u.String(), err)
+		return "", nil, fmt.Errorf("ID token for %s: %w", origin, err)
 	}
-	return u.String(), oauth2.NewClient(ctx, ts), nil
+	plain := http.DefaultTransport
+	if c, ok := ctx.Value(oauth2.HTTPClient).(*http.Client); ok && c.Transport != nil {
+		plain = c.Transport
+	}
+	return u.String(), &http.Client{Transport: &originOnly{origin: origin, authed: &oauth2.Transport{Source: ts, Base: plain}, plain: plain}}, nil
+}
+
+// SendsToken reports whether a client of the query API at baseURL sends
+// an ID token: only over https, and not to a loopback address, which
+// needs none.
+func SendsToken(baseURL string) bool {
+	u, err := checkURL(baseURL)
+	return err == nil && u.Scheme == "https" && !IsLoopback(u.Hostname())
+}
+
+// IsLoopback reports whether host is this machine: localhost, or a
+// loopback address (127.0.0.0/8, ::1).
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// originOnly sends requests to origin through authed (which adds the ID
+// token) and every other request, such as one a redirect made, through
+// plain.
+type originOnly struct {
+	origin        string
+	authed, plain http.RoundTripper
+}
+
+func (t *originOnly) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme+"://"+r.URL.Host == t.origin {
+		return t.authed.RoundTrip(r)
+	}
+	return t.plain.RoundTrip(r)
 }
 
 // get reads path into v; an answer other than 200 becomes an *Error.

@@ -229,6 +229,16 @@ func TestUnreachableFirestoreFailsWithinTheRequestTimeout(t *testing.T) {
 	}
 }
 
+// TestAPlainHTTPAPIIsWarnedOf: --api over plain http to another machine
+// sends no ID token, and says so; a loopback address needs none.
+func TestAPlainHTTPAPIIsWarnedOf(t *testing.T) {
+	_, stderr, err := runCLI(t, "p", "get", "clusters", "--api", "http://fleetcast.invalid", "--request-timeout", "2s")
+	require.Error(t, err, "nothing answers there")
+	assert.Contains(t, stderr, "--api http://fleetcast.invalid is plain http: no ID token is sent over it")
+	_, stderr, _ = runCLI(t, "p", "get", "clusters", "--api", "http://127.0.0.1:1", "--request-timeout", "2s")
+	assert.NotContains(t, stderr, "plain http")
+}
+
 // TestHelp: --help works at every level, exits 0, and lists the
 // command's own flags.
 func TestHelp(t *testing.T) {

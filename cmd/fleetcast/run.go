@@ -150,6 +150,11 @@ func newRoot(ctx context.Context, o *options, getenv func(string) string, stdout
 	root.SetContext(ctx)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.PersistentPreRun = func(*cobra.Command, []string) {
+		if u, err := url.Parse(o.api); err == nil && u.Scheme == "http" && !fleetapi.IsLoopback(u.Hostname()) {
+			fmt.Fprintf(stderr, "fleetcast: --api %s is plain http: no ID token is sent over it (a Cloud Function wants https://)\n", o.api)
+		}
+	}
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usagef("%s: %w (see %s --help)", cmd.CommandPath(), err, cmd.CommandPath())
 	})
