@@ -11,6 +11,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // casAttempts bounds how often a compare-and-set reads again after another
@@ -56,7 +57,9 @@ func getDoc(ctx context.Context, s *Store, by cause, ref *firestore.DocumentRef)
 // since: the precondition checks it.
 func compareAndSetFrom[T any](ctx context.Context, s *Store, by cause, ref *firestore.DocumentRef, first *read,
 	decode func(*firestore.DocumentSnapshot) (*T, error), decide func(stored *T) (*T, error)) (wrote bool, err error) {
-	wait := 10 * time.Millisecond
+	// 10 ms doubling to 500 ms, jittered by up to half: writers that
+	// collided do not collide again in step.
+	b := wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: casAttempts, Cap: 500 * time.Millisecond}
 	for range casAttempts {
 		r := first
 		if r == nil {
@@ -96,9 +99,8 @@ func compareAndSetFrom[T any](ctx context.Context, s *Store, by cause, ref *fire
 		select {
 		case <-ctx.Done():
 			return false, context.Cause(ctx)
-		case <-time.After(wait):
+		case <-time.After(b.Step()):
 		}
-		wait = min(2*wait, 500*time.Millisecond)
 	}
 	return false, errContention
 }

@@ -81,9 +81,9 @@ type follower struct {
 }
 
 func (f *follower) follow(ctx context.Context) {
-	var b backoff
+	b := retryBackoff()
 	for ctx.Err() == nil {
-		err := f.stream(ctx)
+		delivered, err := f.stream(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -96,10 +96,13 @@ func (f *follower) follow(ctx context.Context) {
 		if code == connect.CodeInvalidArgument && f.token != "" {
 			f.token = "" // a token the server cannot take: start over
 		}
-		if err == nil || code == connect.CodeUnavailable {
-			b.reset() // the server ended the stream (its timeout): resume at once
+		if delivered {
+			// The stream worked, and ended (the server's timeout, a
+			// break): resume soon. A refused connection delivered
+			// nothing, and waits ever longer.
+			b = retryBackoff()
 		}
-		wait := b.wait()
+		wait := b.Step()
 		if err == nil {
 			err = errServerEnded
 		}
@@ -114,21 +117,22 @@ func (f *follower) follow(ctx context.Context) {
 // errServerEnded: the server ended the stream without an error.
 var errServerEnded = errors.New("the server ended the stream")
 
-// stream reads one stream until it ends.
-func (f *follower) stream(ctx context.Context) error {
+// stream reads one stream until it ends, and says whether it delivered
+// any event.
+func (f *follower) stream(ctx context.Context) (delivered bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st, err := f.client.WatchFleets(ctx, connect.NewRequest(&fleetcastv1.WatchFleetsRequest{
 		Filter: &fleetcastv1.FleetFilter{Clusters: f.v.q.Clusters, IncludeStale: true}, ResumeToken: f.token}))
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer st.Close()
 	if f.token == "" {
 		f.next = map[string]fleetapi.Fleet{} // the whole set comes, without a Restart
 	}
-	for first := true; st.Receive(); first = false {
-		if first && f.failing {
+	for ; st.Receive(); delivered = true {
+		if !delivered && f.failing {
 			f.failing = false
 			f.v.recovered("stream")
 		}
@@ -142,7 +146,7 @@ func (f *follower) stream(ctx context.Context) error {
 		f.apply(e)
 		f.token = e.ResumeToken
 	}
-	return st.Err() // nil: the server ended the stream
+	return delivered, st.Err() // nil: the server ended the stream
 }
 
 func (f *follower) apply(e fleetapi.Event) {

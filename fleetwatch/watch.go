@@ -19,7 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
@@ -260,21 +261,17 @@ func (v *View) recovered(what string) {
 	}
 }
 
-// backoff is a retry delay doubling from 100 ms to 10 s, each wait drawn
-// at random from its upper half, so that many clients that failed
-// together do not retry together.
-type backoff struct{ next time.Duration }
-
-const minBackoff, maxBackoff = 100 * time.Millisecond, 10 * time.Second
-
-// wait returns the next delay.
-func (b *backoff) wait() time.Duration {
-	d := max(b.next, minBackoff)
-	b.next = min(2*d, maxBackoff)
-	return d/2 + rand.N(d/2+1)
+// retryBackoff is the retry delay of listeners and streams: doubling from
+// 100 ms to 10 s, each wait drawn at random from its upper half (a
+// wait.Backoff from 50 ms, each step jittered by up to 100 %), so that
+// many clients that failed together do not retry together. It starts
+// over only once a listener or stream delivered something: a server that
+// refuses every connection is retried ever more slowly.
+func retryBackoff() wait.Backoff {
+	return wait.Backoff{Duration: minBackoff / 2, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: maxBackoff / 2}
 }
 
-func (b *backoff) reset() { b.next = minBackoff }
+const minBackoff, maxBackoff = 100 * time.Millisecond, 10 * time.Second
 
 // sleep waits d, or until ctx ends; it reports whether ctx is still on.
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -295,7 +292,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // and ends it.
 func listen(ctx context.Context, v *View, name string, q firestore.Query, ready chan struct{}, failed chan<- error,
 	reset func(docs []*firestore.DocumentSnapshot, emit bool), apply func(firestore.DocumentChange)) {
-	var b backoff
+	b := retryBackoff()
 	initialized := false
 	for ctx.Err() == nil {
 		err := listenOnce(ctx, q, func(docs []*firestore.DocumentSnapshot) {
@@ -308,7 +305,7 @@ func listen(ctx context.Context, v *View, name string, q firestore.Query, ready 
 			} else {
 				v.recovered(name + " listener")
 			}
-			b.reset()
+			b = retryBackoff()
 		}, apply)
 		if ctx.Err() != nil {
 			return
@@ -323,7 +320,7 @@ func listen(ctx context.Context, v *View, name string, q firestore.Query, ready 
 			v.end(fmt.Errorf("fleetwatch: the Firestore client was closed: %w", err))
 			return
 		}
-		wait := b.wait()
+		wait := b.Step()
 		v.retried(name+" listener", err, wait)
 		if !sleep(ctx, wait) {
 			return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
@@ -239,7 +241,8 @@ func (p *Publisher) stopTerm() {
 
 // takeTerm retries until it has a term, the lease is lost, or ctx ends.
 func takeTerm(ctx context.Context, terms *TermStore, holder string, clk Clock, log *slog.Logger) (int64, bool) {
-	wait := 100 * time.Millisecond
+	// 100 ms doubling to 5 s, ±20 %.
+	b := wait.Backoff{Duration: 80 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: 4 * time.Second}
 	for {
 		term, err := terms.Next(ctx, holder)
 		if err == nil {
@@ -253,9 +256,8 @@ func takeTerm(ctx context.Context, terms *TermStore, holder string, clk Clock, l
 		select {
 		case <-ctx.Done():
 			return 0, false
-		case <-clk.After(wait):
+		case <-clk.After(b.Step()):
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
+	"math"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/fleetcast/fleetcast/fleet"
@@ -71,6 +72,7 @@ type outgoing struct {
 	ev        fleet.Event
 	stamped   time.Time
 	attempts  int
+	backoff   wait.Backoff // of the failures in a row
 	notBefore time.Time
 }
 
@@ -257,8 +259,10 @@ func (s *Sender) send(ctx context.Context, key string, o *outgoing, gen uint64) 
 		s.failing = true
 		_, newer := s.queue[key]
 		if gen == s.gen && !newer && ctx.Err() == nil {
-			o.attempts++
-			o.notBefore = s.clock.Now().Add(s.backoff(o.attempts))
+			if o.attempts++; o.attempts == 1 {
+				o.backoff = s.retryBackoff()
+			}
+			o.notBefore = s.clock.Now().Add(o.backoff.Step())
 			s.queue[key] = o
 		}
 		s.log.Warn("publish failed; will retry with the latest state",
@@ -269,13 +273,10 @@ func (s *Sender) send(ctx context.Context, key string, o *outgoing, gen uint64) 
 	s.signal()
 }
 
-func (s *Sender) backoff(attempts int) time.Duration {
-	d := s.cfg.InitialBackoff << min(attempts-1, 20)
-	if d > s.cfg.MaxBackoff || d <= 0 {
-		d = s.cfg.MaxBackoff
-	}
-	// ±20 % jitter, so that many keys do not retry in lockstep.
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+// retryBackoff is a key's wait before each retry: InitialBackoff doubling
+// to MaxBackoff, ±20 % jitter so that many keys do not retry in lockstep.
+func (s *Sender) retryBackoff() wait.Backoff {
+	return wait.Backoff{Duration: s.cfg.InitialBackoff * 4 / 5, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: s.cfg.MaxBackoff * 4 / 5}
 }
 
 func (s *Sender) signal() {
