@@ -1,17 +1,28 @@
 package query_test
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	grpcgzip "google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/status"
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/functions/query"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/internal/watchtest"
 )
@@ -73,4 +84,87 @@ func fleetNames(l fleetapi.FleetList) []string {
 		out = append(out, f.Name)
 	}
 	return out
+}
+
+// gzipped compresses b.
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// informOf is an InformRequest whose JSON is exactly n bytes.
+func informOf(n int) []byte {
+	const frame = `{"filter":{"selector":""}}`
+	return []byte(`{"filter":{"selector":"` + strings.Repeat("a", n-len(frame)) + `"}}`)
+}
+
+// TestARequestIsBoundedAfterDecompression: a 64 KiB gzip that inflates to
+// 64 MiB is refused as resource_exhausted before it is inflated — over
+// Connect (unary and streaming) and over real gRPC — while a request of
+// exactly query.MaxRequestBytes is read (and judged on its content).
+func TestARequestIsBoundedAfterDecompression(t *testing.T) {
+	srv := server(t)
+	bomb := gzipped(t, informOf(64<<20))
+	require.Less(t, len(bomb), 128<<10, "a small request on the wire")
+
+	post := func(t *testing.T, path, contentType string, header map[string]string, body []byte) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+path, bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", contentType)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const inform = "/fleetcast.v1.InformationService/Inform"
+	t.Run("connect unary", func(t *testing.T) {
+		code, body := post(t, inform, "application/json", map[string]string{"Content-Encoding": "gzip"}, bomb)
+		assert.Equal(t, http.StatusTooManyRequests, code, body) // Connect's resource_exhausted
+		assert.Contains(t, body, `"code":"resource_exhausted"`)
+
+		code, body = post(t, inform, "application/json", map[string]string{"Content-Encoding": "gzip"}, gzipped(t, informOf(query.MaxRequestBytes)))
+		assert.Equal(t, http.StatusBadRequest, code, "at the limit: read, and refused for its selector: %s", body)
+		assert.Contains(t, body, "filter.selector")
+		code, body = post(t, inform, "application/json", map[string]string{"Content-Encoding": "gzip"}, gzipped(t, informOf(query.MaxRequestBytes+1)))
+		assert.Equal(t, http.StatusTooManyRequests, code, "one byte past it: %s", body)
+	})
+	t.Run("connect streaming", func(t *testing.T) {
+		frame := binary.BigEndian.AppendUint32([]byte{1}, uint32(len(bomb))) // flag 1: compressed
+		code, body := post(t, "/fleetcast.v1.InformationService/WatchFleets", "application/connect+json",
+			map[string]string{"Connect-Content-Encoding": "gzip"}, append(frame, bomb...))
+		assert.Equal(t, http.StatusOK, code)
+		require.GreaterOrEqual(t, len(body), 5)
+		end := []byte(body[5:]) // the end-of-stream frame, compressed as the request was
+		if body[0]&1 != 0 {
+			zr, err := gzip.NewReader(bytes.NewReader(end))
+			require.NoError(t, err)
+			end, err = io.ReadAll(zr)
+			require.NoError(t, err)
+		}
+		assert.Contains(t, string(end), `"code":"resource_exhausted"`)
+	})
+	t.Run("grpc", func(t *testing.T) {
+		conn, err := grpc.NewClient(strings.TrimPrefix(srv.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		defer conn.Close()
+		big := &fleetcastv1.InformRequest{Filter: &fleetcastv1.FleetFilter{Selector: strings.Repeat("a", 64<<20)}}
+		err = conn.Invoke(t.Context(), inform, big, new(fleetcastv1.InformResponse), grpc.UseCompressor(grpcgzip.Name))
+		assert.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+		err = conn.Invoke(t.Context(), inform, &fleetcastv1.InformRequest{}, new(fleetcastv1.InformResponse), grpc.UseCompressor(grpcgzip.Name))
+		assert.NoError(t, err, "a small request goes through")
+	})
+	t.Run("plain HTTP", func(t *testing.T) {
+		code, _ := post(t, "/v1/fleets", "application/json", nil, make([]byte, query.MaxRequestBytes+1))
+		assert.Equal(t, http.StatusMethodNotAllowed, code, "no /v1 endpoint reads a body")
+	})
 }

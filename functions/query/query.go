@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
@@ -42,8 +44,10 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger) *Handler {
 	h.mux.HandleFunc("/v1/clusters/{cluster}", h.get(getCluster))
 	h.mux.HandleFunc("/v1/labels/{key...}", h.get(labelValues))
 	h.mux.HandleFunc("/v1/watch", h.watch)
-	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC.
-	h.mux.Handle(fleetcastv1connect.NewInformationServiceHandler(&information{svc: svc, log: log}))
+	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC, each
+	// request message bounded after decompression.
+	h.mux.Handle(fleetcastv1connect.NewInformationServiceHandler(&information{svc: svc, log: log},
+		connect.WithReadMaxBytes(MaxRequestBytes)))
 	// The dashboard: the page at the root, its assets under /ui/; any
 	// other path is the API's 404.
 	h.mux.Handle("/", dashboard.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -52,7 +56,19 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger) *Handler {
 	return h
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// MaxRequestBytes bounds what a reader may send: a request's body as it
+// arrives, and an InformationService request message once decompressed
+// (a gzip of 64 KiB may inflate to 64 MiB). A filter is a few hundred
+// bytes; past the bound, Connect and gRPC answer resource_exhausted and
+// plain HTTP 413, before anything larger is held.
+const MaxRequestBytes = 64 << 10
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
+	}
+	h.mux.ServeHTTP(w, r)
+}
 
 // An endpoint validates its request and returns the ETag key of its answer
 // and how to make the answer from a reading of the view.
