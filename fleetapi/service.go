@@ -142,6 +142,8 @@ type Service struct {
 
 	// epoch tells this Service's resume tokens from another's.
 	epoch uint64
+	// stepEvents is StepEvents (tests make it smaller).
+	stepEvents int
 	// unanswerable counts the documents left out because no answer
 	// could hold them (Encodable).
 	unanswerable atomic.Int64
@@ -156,7 +158,7 @@ type Service struct {
 // NewService returns a Service over src. Nothing is read until the first
 // answer.
 func NewService(src Source, opts Options) *Service {
-	s := &Service{src: src, opts: opts.withDefaults(), epoch: rand.Uint64() | 1}
+	s := &Service{src: src, opts: opts.withDefaults(), epoch: rand.Uint64() | 1, stepEvents: StepEvents}
 	s.view.feed.updated = make(chan struct{})
 	return s
 }

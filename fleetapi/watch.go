@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"iter"
 	"maps"
 	"net/url"
 	"slices"
@@ -185,16 +186,24 @@ func (s *Service) Watch(ctx context.Context, q Query, resumeToken string, send f
 	}
 	heartbeat := time.NewTicker(s.opts.Heartbeat)
 	defer heartbeat.Stop()
-	opening := true
+	cur := &cursor{resumed: resumeToken != ""}
 	for {
-		st := s.step(q, pos, opening && resumeToken != "")
-		opening = false
+		st := s.step(q, pos, cur)
 		for i, p := range st.events {
 			if err := send(s.event(p, st.tokens[i])); err != nil {
 				return err
 			}
 		}
 		pos = st.next
+		if st.more {
+			// The rest of the step, at once: a chunk at a time, so
+			// that a watch holds no more than one, however large
+			// its set.
+			if ctx.Err() != nil {
+				return nil
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -328,71 +337,144 @@ type pending struct {
 }
 
 // step is what a watch sends next: events with their positions, the
-// position after them, and the channel closed when the view changes
-// again.
+// position after them, whether the step goes on (more: the next chunk
+// follows at once), and the channel closed when the view changes again.
 type step struct {
 	events  []pending
 	tokens  []position
 	next    position
+	more    bool
 	updated <-chan struct{}
 }
 
-// step brings a watch at pos up to the view's newest change. resumed: it
-// is the first step after a resume, which ends with Synced.
-func (s *Service) step(q Query, pos position, resumed bool) step {
+// StepEvents bounds the events a watch takes from the view at a time: a
+// step larger than this (the initial set of a large view) is sent a chunk
+// at a time, the view's lock released between chunks, so that a stream
+// holds one chunk, however many fleets match, and however slowly its
+// client reads.
+const StepEvents = 256
+
+// cursor is a watch's place in the step it is in the middle of, carried
+// from one chunk to the next: at is the position it is valid for (the
+// last chunk's next), after the ID of the last fleet event sent in the
+// step ("" until one was), added how many of its events were Added (for
+// Synced). A position from a resume token has no cursor: the events
+// before it are generated again and counted. resumed asks for Synced once
+// the watch is steady at the view's newest change, unless lastSynced.
+type cursor struct {
+	at         position
+	valid      bool
+	after      string
+	added      int
+	resumed    bool
+	lastSynced bool
+}
+
+// step brings a watch at pos up to the view's newest change, at most
+// StepEvents events at a time.
+func (s *Service) step(q Query, pos position, cur *cursor) step {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	v := &s.view
 	now := v.feed.seq
 	st := step{updated: v.feed.updated}
-	var d []pending
+	if !cur.valid || cur.at != pos {
+		*cur = cursor{at: pos, resumed: cur.resumed, lastSynced: cur.lastSynced}
+	}
 	ok := s.usable(pos)
+	if ok && pos.steady() && pos.To < now {
+		// A new step: the changes since.
+		pos = position{Epoch: pos.Epoch, Filter: pos.Filter, From: pos.To, To: now}
+		*cur = cursor{at: pos, valid: true, resumed: cur.resumed, lastSynced: cur.lastSynced}
+	}
 	if ok && !pos.steady() {
-		d = v.diff(q, pos.Initial, pos.From, pos.To)
-		ok = pos.N <= len(d)
+		ok = s.chunk(q, pos, cur, &st)
 	}
 	if !ok {
 		s.opts.Log.Debug("watch: resending the whole set", "tokenEpoch", pos.Epoch, "epoch", s.epoch)
+		st = step{updated: v.feed.updated}
 		pos = position{Epoch: s.epoch, Filter: pos.Filter, Initial: true, To: now}
 		st.add(pending{kind: Restart}, pos)
-		d = v.diff(q, true, 0, now)
+		*cur = cursor{at: pos, valid: true, resumed: cur.resumed}
+		s.chunk(q, pos, cur, &st)
 	}
-	if !pos.steady() {
-		// Finish the step that pos is in the middle of.
-		for i, p := range d[pos.N:] {
-			next := pos
-			next.N += i + 1
-			st.add(p, next)
-		}
-		if pos.Initial {
-			added := 0
-			for _, p := range d {
-				if p.kind == Added {
-					added++
-				}
-			}
-			st.add(pending{kind: Synced, count: added}, pos.at(pos.To))
-		} else if len(d) > pos.N {
-			st.tokens[len(st.tokens)-1] = pos.at(pos.To)
-		}
-		pos = pos.at(pos.To)
+	if st.more {
+		st.next = st.tokens[len(st.tokens)-1]
+		cur.at, cur.valid = st.next, true
+		return st
 	}
-	if pos.To < now {
-		d := v.diff(q, false, pos.To, now)
-		for i, p := range d {
-			st.add(p, position{Epoch: pos.Epoch, Filter: pos.Filter, From: pos.To, To: now, N: i + 1})
-		}
-		pos = pos.at(now)
-		if len(d) > 0 {
-			st.tokens[len(st.tokens)-1] = pos
-		}
+	if len(st.events) > 0 {
+		cur.lastSynced = st.events[len(st.events)-1].kind == Synced
 	}
-	if resumed && (len(st.events) == 0 || st.events[len(st.events)-1].kind != Synced) {
+	next := pos.at(pos.To)
+	if pos.steady() {
+		next = pos
+	}
+	if next.To == now && cur.resumed {
 		// The changes missed are delivered.
-		st.add(pending{kind: Synced, count: v.count(q)}, pos)
+		if !cur.lastSynced {
+			st.add(pending{kind: Synced, count: v.count(q)}, next)
+			cur.lastSynced = true
+		}
+		cur.resumed = false
 	}
-	st.next = pos
+	st.next = next
+	st.more = next.To < now
+	cur.at, cur.valid = next, true
 	return st
+}
+
+// chunk adds to st the next events of the step pos is in the middle of,
+// at most StepEvents of them, and what ends the step if they are its
+// last: Synced after an initial set, and the steady position as the last
+// token. It reports false when pos is past the step's end (a token of
+// another view's history): the watch must restart.
+func (s *Service) chunk(q Query, pos position, cur *cursor, st *step) bool {
+	v := &s.view
+	skip := pos.N // events the client has, to generate again
+	if cur.valid && cur.at == pos && cur.after != "" {
+		skip = 0 // the generator starts after them
+	}
+	n := pos.N
+	start := len(st.events)
+	for p := range v.diffSeq(q, pos.Initial, pos.From, pos.To, cur.after) {
+		if skip > 0 {
+			skip--
+			cur.note(p)
+			continue
+		}
+		if len(st.events)-start >= s.stepEvents {
+			st.more = true
+			break
+		}
+		n++
+		next := pos
+		next.N = n
+		st.add(p, next)
+		cur.note(p)
+	}
+	if skip > 0 {
+		return false
+	}
+	if st.more {
+		return true
+	}
+	if pos.Initial {
+		st.add(pending{kind: Synced, count: cur.added}, pos.at(pos.To))
+	} else if len(st.events) > start {
+		st.tokens[len(st.tokens)-1] = pos.at(pos.To)
+	}
+	return true
+}
+
+// note moves the cursor past an event of the step.
+func (c *cursor) note(p pending) {
+	if p.kind == Added {
+		c.added++
+	}
+	if p.doc != nil {
+		c.after = p.doc.Key().DocID()
+	}
 }
 
 func (st *step) add(p pending, pos position) {
@@ -505,105 +587,145 @@ func (v *view) clusterFleets(p past, cluster string, ids map[string]bool) {
 	}
 }
 
-// diff returns the events that take a client holding the fleets matching
-// q at seq from (none, when initial) to those at seq to, in a fixed order
-// — the clusters' by name, then the fleets' by ID — so that a resume can
-// skip those delivered. The feed holds from (to, when initial).
-func (v *view) diff(q Query, initial bool, from, to uint64) []pending {
-	pt := v.past(to, q)
-	pf := past{}
-	if !initial {
-		pf = v.past(from, q)
-	}
-	before := func(name string) clusterState {
-		if initial {
-			return clusterState{stale: true}
+// diffSeq yields the events that take a client holding the fleets
+// matching q at seq from (none, when initial) to those at seq to, in a
+// fixed order — the clusters' by name, then the fleets' by ID — so that a
+// resume can skip those delivered; after, when set, skips the clusters and
+// the fleets up to that ID (a cursor's). The feed holds from (to, when
+// initial). It generates the events as they are taken, and holds none:
+// the initial set of a large view costs a watch what it sends of it.
+func (v *view) diffSeq(q Query, initial bool, from, to uint64, after string) iter.Seq[pending] {
+	return func(yield func(pending) bool) {
+		pt := v.past(to, q)
+		pf := past{}
+		if !initial {
+			pf = v.past(from, q)
 		}
-		return v.clusterAt(pf, name)
-	}
-	var names map[string]bool
-	if initial {
-		names = make(map[string]bool, len(v.stale))
-		for name := range v.stale {
-			names[name] = true
-		}
-	} else {
-		names = map[string]bool{}
-		for c := range v.feed.between(from, to) {
-			if c.cluster != "" {
-				names[c.cluster] = true
+		before := func(name string) clusterState {
+			if initial {
+				return clusterState{stale: true}
 			}
+			return v.clusterAt(pf, name)
 		}
-	}
-	var out []pending
-	var flipped []string
-	for _, name := range slices.Sorted(maps.Keys(names)) {
-		if len(q.Clusters) > 0 && !slices.Contains(q.Clusters, name) {
-			continue // a watch of some clusters hears of them only
-		}
-		a, b := before(name), v.clusterAt(pt, name)
-		if b.known && !a.same(b) {
-			out = append(out, pending{kind: ClusterChanged, cluster: b.doc, name: name, stale: b.stale})
-		}
-		if a.stale != b.stale {
-			flipped = append(flipped, name)
-		}
-	}
-	var ids []string
-	if initial && len(pt.fleets) == 0 {
-		ids = make([]string, 0, len(v.sorted))
-		for _, e := range v.sorted {
-			ids = append(ids, e.id)
-		}
-	} else {
-		set := map[string]bool{}
+		var names map[string]bool
 		if initial {
-			for _, e := range v.sorted {
-				set[e.id] = true
-			}
-			for id := range pt.fleets {
-				set[id] = true
+			names = make(map[string]bool, len(v.stale))
+			for name := range v.stale {
+				names[name] = true
 			}
 		} else {
+			names = map[string]bool{}
 			for c := range v.feed.between(from, to) {
-				if c.cluster == "" && (could(q, c.before) || could(q, c.after)) {
-					set[c.fleetID()] = true
+				if c.cluster != "" {
+					names[c.cluster] = true
 				}
 			}
-			for _, name := range flipped {
-				v.clusterFleets(pf, name, set)
-				v.clusterFleets(pt, name, set)
+		}
+		var flipped []string
+		for _, name := range slices.Sorted(maps.Keys(names)) {
+			if len(q.Clusters) > 0 && !slices.Contains(q.Clusters, name) {
+				continue // a watch of some clusters hears of them only
+			}
+			a, b := before(name), v.clusterAt(pt, name)
+			if after == "" && b.known && !a.same(b) {
+				if !yield(pending{kind: ClusterChanged, cluster: b.doc, name: name, stale: b.stale}) {
+					return
+				}
+			}
+			if a.stale != b.stale {
+				flipped = append(flipped, name)
 			}
 		}
-		ids = slices.Sorted(maps.Keys(set))
+		for id := range v.diffIDs(q, initial, from, to, pt, pf, flipped, after) {
+			var da *fleet.Document
+			if !initial {
+				da = v.fleetAt(pf, id)
+			}
+			db := v.fleetAt(pt, id)
+			var sa, sb bool
+			if da != nil {
+				sa = v.clusterAt(pf, da.Cluster).stale
+			}
+			if db != nil {
+				sb = v.clusterAt(pt, db.Cluster).stale
+			}
+			inA := da != nil && q.Matches(da, sa)
+			inB := db != nil && q.Matches(db, sb)
+			var p pending
+			switch {
+			case inB && !inA:
+				p = pending{kind: Added, doc: db, stale: sb}
+			case inA && !inB && db != nil:
+				p = pending{kind: Removed, doc: db, stale: sb}
+			case inA && !inB:
+				p = pending{kind: Removed, doc: da, stale: sa}
+			case inA && inB && (da != db || sa != sb):
+				p = pending{kind: Modified, doc: db, stale: sb}
+			default:
+				continue
+			}
+			if !yield(p) {
+				return
+			}
+		}
 	}
-	for _, id := range ids {
-		var da *fleet.Document
-		if !initial {
-			da = v.fleetAt(pf, id)
+}
+
+// diffIDs yields, in order and each once, the IDs after the given one of
+// the fleets whose events diffSeq may yield: for an initial set, every
+// fleet of the view and every fleet rewound into it (a merge of two
+// sorted lists, holding neither); otherwise those the feed changed between
+// from and to, and the fleets of the clusters whose staleness flipped.
+func (v *view) diffIDs(q Query, initial bool, from, to uint64, pt, pf past, flipped []string, after string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		if initial {
+			i, _ := slices.BinarySearchFunc(v.sorted, after, func(e *entry, id string) int { return strings.Compare(e.id, id) })
+			if i < len(v.sorted) && v.sorted[i].id == after {
+				i++
+			}
+			var rewound []string
+			for id := range pt.fleets {
+				if id > after {
+					rewound = append(rewound, id)
+				}
+			}
+			slices.Sort(rewound)
+			j := 0
+			for i < len(v.sorted) || j < len(rewound) {
+				var id string
+				switch {
+				case j == len(rewound) || i < len(v.sorted) && v.sorted[i].id < rewound[j]:
+					id = v.sorted[i].id
+					i++
+				case i == len(v.sorted) || rewound[j] < v.sorted[i].id:
+					id = rewound[j]
+					j++
+				default: // in both
+					id = v.sorted[i].id
+					i, j = i+1, j+1
+				}
+				if !yield(id) {
+					return
+				}
+			}
+			return
 		}
-		db := v.fleetAt(pt, id)
-		var sa, sb bool
-		if da != nil {
-			sa = v.clusterAt(pf, da.Cluster).stale
+		set := map[string]bool{}
+		for c := range v.feed.between(from, to) {
+			if c.cluster == "" && (could(q, c.before) || could(q, c.after)) {
+				set[c.fleetID()] = true
+			}
 		}
-		if db != nil {
-			sb = v.clusterAt(pt, db.Cluster).stale
+		for _, name := range flipped {
+			v.clusterFleets(pf, name, set)
+			v.clusterFleets(pt, name, set)
 		}
-		inA := da != nil && q.Matches(da, sa)
-		inB := db != nil && q.Matches(db, sb)
-		switch {
-		case inB && !inA:
-			out = append(out, pending{kind: Added, doc: db, stale: sb})
-		case inA && !inB && db != nil:
-			out = append(out, pending{kind: Removed, doc: db, stale: sb})
-		case inA && !inB:
-			out = append(out, pending{kind: Removed, doc: da, stale: sa})
-		case inA && inB && (da != db || sa != sb):
-			out = append(out, pending{kind: Modified, doc: db, stale: sb})
+		for _, id := range slices.Sorted(maps.Keys(set)) {
+			if id > after && !yield(id) {
+				return
+			}
 		}
 	}
-	return out
 }
 
 // count returns how many live fleets match q now.

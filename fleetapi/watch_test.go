@@ -24,6 +24,7 @@ type watcher struct {
 	q        Query
 	filter   string
 	pos      position
+	cur      *cursor
 	token    string // of the last event handled
 	fleets   map[string]Fleet
 	clusters map[string]Cluster
@@ -38,28 +39,37 @@ func newWatcher(t *testing.T, svc *Service, q Query) *watcher {
 	return &watcher{t: t, svc: svc, q: q, filter: filter, pos: pos, fleets: map[string]Fleet{}, clusters: map[string]Cluster{}}
 }
 
-// step takes the watch's next step and handles its first n events (all
-// when n < 0); the others are lost, as by a broken connection.
+// step takes the watch's next step, chunk after chunk, and handles its
+// first n events (all when n < 0); the others are lost, as by a broken
+// connection, after which the next step must be a resume.
 func (c *watcher) step(resumed bool, n int) []Event {
-	st := c.svc.step(c.q, c.pos, resumed)
+	if resumed || c.cur == nil {
+		c.cur = &cursor{resumed: resumed} // a new connection
+	}
 	var out []Event
-	for i, p := range st.events {
-		if n >= 0 && i >= n {
-			break
+	for {
+		st := c.svc.step(c.q, c.pos, c.cur)
+		require.Len(c.t, st.tokens, len(st.events))
+		for i, p := range st.events {
+			if n >= 0 && len(out) >= n {
+				if len(out) > 0 {
+					// Resume from the last event handled.
+					p, err := parsePosition(out[len(out)-1].ResumeToken, c.filter)
+					require.NoError(c.t, err)
+					c.pos = p
+				}
+				c.cur = nil
+				return out
+			}
+			e := c.svc.event(p, st.tokens[i])
+			c.apply(e)
+			out = append(out, e)
 		}
-		e := c.svc.event(p, st.tokens[i])
-		c.apply(e)
-		out = append(out, e)
-	}
-	if n < 0 || n >= len(st.events) {
 		c.pos = st.next
-	} else if len(out) > 0 {
-		// Resume from the last event handled.
-		p, err := parsePosition(out[len(out)-1].ResumeToken, c.filter)
-		require.NoError(c.t, err)
-		c.pos = p
+		if !st.more {
+			return out
+		}
 	}
-	return out
 }
 
 func (c *watcher) apply(e Event) {
@@ -320,6 +330,9 @@ func TestWatchesFollowRandomHistories(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			w := newWorld(t)
 			svc := w.service(Options{TombstoneRetention: time.Hour, Resync: 24 * time.Hour})
+			if seed%2 == 1 {
+				svc.stepEvents = 1 + rng.IntN(3) // steps of a few events each
+			}
 			require.NoError(t, svc.Sync(t.Context()))
 			var cs []*watcher
 			for _, q := range []string{"", "selector=platform=pc", "minReady=2", "includeStale=true", "cluster=ps5&cluster=xbox"} {
@@ -486,13 +499,47 @@ func FuzzResumeToken(f *testing.F) {
 			assert.Equal(t, InvalidArgument, e.Code)
 			return
 		}
-		st := svc.step(c.q, pos, true) // must not panic, whatever pos says
-		require.Len(t, st.tokens, len(st.events))
-		if len(st.events) > 0 && st.events[0].kind == Restart {
+		cur := &cursor{resumed: true}
+		var events []Event
+		for more := true; more; {
+			st := svc.step(c.q, pos, cur) // must not panic, whatever pos says
+			require.Len(t, st.tokens, len(st.events))
 			for i, p := range st.events {
-				c.apply(svc.event(p, st.tokens[i]))
+				events = append(events, svc.event(p, st.tokens[i]))
+			}
+			pos, more = st.next, st.more
+		}
+		if len(events) > 0 && events[0].Kind == Restart {
+			for _, e := range events {
+				c.apply(e)
 			}
 			assert.Equal(t, want(t, svc, c.q), c.fleets, "a restart gives the whole set")
 		}
 	})
+}
+
+// TestALargeSetIsSentAChunkAtATime: a step holds at most StepEvents
+// events, whatever the size of the set; the chunks together are the set,
+// and a client that broke off inside one resumes exactly after its last
+// event.
+func TestALargeSetIsSentAChunkAtATime(t *testing.T) {
+	w := newWorld(t)
+	for i := range 1000 {
+		w.put(doc("pc", "games", fmt.Sprintf("f%04d", i), nil, 1, nil))
+	}
+	svc := w.service(Options{})
+	require.NoError(t, svc.Sync(t.Context()))
+	c := newWatcher(t, svc, NewQuery())
+	cur := &cursor{}
+	st := svc.step(c.q, c.pos, cur)
+	require.True(t, st.more)
+	assert.Len(t, st.events, StepEvents, "one chunk")
+
+	// 600 events, then the connection breaks; the resume gives the rest.
+	got := c.step(false, 600)
+	require.Len(t, got, 600)
+	rest := c.step(true, -1)
+	require.Len(t, rest, 1000+3-600+1, "the rest, then synced")
+	assert.Equal(t, fmt.Sprintf("synced %d", 1000), kinds(rest)[len(rest)-1])
+	assert.Equal(t, want(t, svc, c.q), c.fleets)
 }
