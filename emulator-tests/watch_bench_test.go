@@ -135,7 +135,7 @@ func benchmarkStreamFanout(b *testing.B, n int) {
 	store := firestoredb.New(emulator.Firestore(b, project), time.Hour, time.Now)
 	fillFleets(b, store, 100)
 	log := logging.New(io.Discard, logging.LevelWarning)
-	svc := fleetapi.NewService(store, fleetapi.Options{Log: log})
+	svc := fleetapi.NewService(store, fleetapi.Options{Log: log, MaxWatches: n})
 	srv := httptest.NewServer(query.NewHandler(svc, log))
 	b.Cleanup(srv.Close)
 	client := fleetcastv1connect.NewInformationServiceClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}, srv.URL)

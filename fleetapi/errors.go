@@ -20,6 +20,9 @@ const (
 	NotFound Code = "NOT_FOUND"
 	// Unavailable: the store cannot answer now; retry.
 	Unavailable Code = "UNAVAILABLE"
+	// ResourceExhausted: this instance serves its most streams; retry
+	// (shortly: another instance may take it).
+	ResourceExhausted Code = "RESOURCE_EXHAUSTED"
 	// Internal: a fault a retry will not fix.
 	Internal Code = "INTERNAL"
 )

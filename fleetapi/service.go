@@ -37,6 +37,11 @@ const (
 	// DefaultMaxStaleness is how old a view may be and still answer
 	// without waiting for a sync; see Options.MaxStaleness.
 	DefaultMaxStaleness = 250 * time.Millisecond
+	// DefaultMaxWatches is how many watches an instance serves at once:
+	// each holds at most a chunk of StepEvents events, a few KiB of
+	// buffers and the socket's (BENCHMARKS.md measures them), so that
+	// with the view they stay well inside a 512 MiB instance.
+	DefaultMaxWatches = 500
 	// DefaultResync is how often a view loads everything again, which
 	// bounds the life of any change it missed (a write that became
 	// visible later than CommitLag, or a clock off by more).
@@ -80,6 +85,10 @@ type Options struct {
 	Heartbeat time.Duration
 	// SyncTimeout bounds one sync (default 30 s).
 	SyncTimeout time.Duration
+	// MaxWatches bounds the watches (streams) an instance serves at
+	// once; past it, Watch refuses with ResourceExhausted
+	// (DefaultMaxWatches).
+	MaxWatches int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// Log receives the view's loads and skipped documents; none when nil.
@@ -119,6 +128,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SyncTimeout <= 0 {
 		o.SyncTimeout = 30 * time.Second
+	}
+	if o.MaxWatches <= 0 {
+		o.MaxWatches = DefaultMaxWatches
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -532,7 +532,8 @@ func TestAPolledViewStartsNoSyncOfItsOwn(t *testing.T) {
 	// A round wakes its waiters before it is cleared: the load's is over
 	// only once nothing runs.
 	assert.Eventually(t, func() bool { return !syncing() }, 5*time.Second, time.Millisecond)
-	stop := svc.watching()
+	stop, err := svc.watching()
+	require.NoError(t, err)
 	w.clk.Add(40 * time.Minute)
 	w.put(doc("pc", "games", "a", nil, 1, nil))
 	assert.Empty(t, all(t, svc, NewQuery()), "answered from the view")

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"maps"
 	"net/url"
@@ -168,7 +169,10 @@ func (s *Service) Watch(ctx context.Context, q Query, resumeToken string, send f
 			return err
 		}
 	}
-	stop := s.watching()
+	stop, err := s.watching()
+	if err != nil {
+		return err
+	}
 	defer stop()
 	r, err := s.Read(ctx)
 	if err != nil {
@@ -217,10 +221,14 @@ func (s *Service) Watch(ctx context.Context, q Query, resumeToken string, send f
 }
 
 // watching counts a watch, and runs the view's polling while any does;
-// stop uncounts it.
-func (s *Service) watching() (stop func()) {
+// stop uncounts it. Past Options.MaxWatches it refuses, ResourceExhausted.
+func (s *Service) watching() (stop func(), err error) {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
+	if s.watches >= s.opts.MaxWatches {
+		return nil, &Error{Code: ResourceExhausted, Message: fmt.Sprintf(
+			"this instance serves its most streams (%d); retry shortly, another instance may take it", s.opts.MaxWatches)}
+	}
 	if s.watches++; s.watches == 1 {
 		s.pollStop = make(chan struct{})
 		if f, ok := s.src.(Follower); ok {
@@ -235,7 +243,7 @@ func (s *Service) watching() (stop func()) {
 		if s.watches--; s.watches == 0 {
 			close(s.pollStop)
 		}
-	}
+	}, nil
 }
 
 // poll syncs the view every WatchPoll until stop is closed, one sync at a

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -22,9 +25,12 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
 	"github.com/fleetcast/fleetcast/functions/query"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
+	"github.com/fleetcast/fleetcast/internal/syncbuf"
 	"github.com/fleetcast/fleetcast/internal/watchtest"
+	"github.com/fleetcast/fleetcast/logging"
 )
 
 // TestADocumentNoAnswerCanHoldFailsNoAnswer: stored documents that no
@@ -167,4 +173,141 @@ func TestARequestIsBoundedAfterDecompression(t *testing.T) {
 		code, _ := post(t, "/v1/fleets", "application/json", nil, make([]byte, query.MaxRequestBytes+1))
 		assert.Equal(t, http.StatusMethodNotAllowed, code, "no /v1 endpoint reads a body")
 	})
+}
+
+// smallBuffers is a listener whose connections have small send buffers,
+// so that a client that stops reading blocks the server's writes soon.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4 << 10)
+	}
+	return c, err
+}
+
+// streamServer serves n fleets of one cluster from memory with the
+// handler's options, over HTTP/1.1 and h2c, its log in logs.
+func streamServer(t *testing.T, n int, view fleetapi.Options, opts ...query.HandlerOption) (*httptest.Server, *syncbuf.Buffer) {
+	t.Helper()
+	mem := fleetapitest.NewMemory(time.Now)
+	now := time.Now()
+	mem.PutCluster(fleet.ClusterDocument{Cluster: "pc", Labels: map[string]string{}, SnapshotVersion: fleet.Version{Term: 1, Seq: 1},
+		SnapshotParts: 1, IngestedAt: now, HeartbeatAt: now, FleetCount: int64(n)})
+	for i := range n {
+		mem.PutFleet(fleet.Document{Cluster: "pc", Namespace: "games", Name: fmt.Sprintf("fleet-%05d", i), UID: "u", Version: fleet.Version{Term: 1, Seq: int64(i + 2)},
+			Labels: map[string]string{"platform": "pc", "app.kubernetes.io/version": "1.42.0"}, Spec: &fleet.Spec{Replicas: 10},
+			Status: &fleet.DocStatus{Replicas: 10, ReadyReplicas: 5}, ObservedAt: now, IngestedAt: now})
+	}
+	logs := &syncbuf.Buffer{}
+	log := logging.New(logs, logging.LevelWarning)
+	view.Log, view.WatchPoll = log, 5*time.Millisecond
+	srv := httptest.NewUnstartedServer(query.NewHandler(fleetapi.NewService(mem, view), log, opts...))
+	srv.Listener = smallBuffers{srv.Listener}
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, logs
+}
+
+// stall opens a watch over protocol that never reads what it is sent,
+// with small receive buffers, until the test ends.
+func stall(t *testing.T, srvURL, protocol string) {
+	t.Helper()
+	addr := strings.TrimPrefix(srvURL, "http://")
+	if protocol == "grpc" {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10)) // no window growth
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close() })
+		desc := &grpc.StreamDesc{ServerStreams: true}
+		st, err := conn.NewStream(t.Context(), desc, "/fleetcast.v1.InformationService/WatchFleets")
+		require.NoError(t, err)
+		require.NoError(t, st.SendMsg(&fleetcastv1.WatchFleetsRequest{}))
+		require.NoError(t, st.CloseSend())
+		return // and never RecvMsg
+	}
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	switch protocol {
+	case "sse":
+		_, err = fmt.Fprintf(c, "GET /v1/watch HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	case "connect":
+		body := append(binary.BigEndian.AppendUint32([]byte{0}, 2), "{}"...)
+		_, err = fmt.Fprintf(c, "POST /fleetcast.v1.InformationService/WatchFleets HTTP/1.1\r\nHost: %s\r\nContent-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body)
+	}
+	require.NoError(t, err)
+}
+
+// TestAStalledStreamIsDroppedAndFreesItsPlace: a client that opens a
+// watch of 3 000 fleets and reads nothing — over SSE, Connect or gRPC —
+// is dropped once a write waits past the stream write timeout, logged,
+// and its place among the instance's streams is free again: a new watch
+// is served although the instance serves one at most.
+func TestAStalledStreamIsDroppedAndFreesItsPlace(t *testing.T) {
+	for _, protocol := range []string{"sse", "connect", "grpc"} {
+		t.Run(protocol, func(t *testing.T) {
+			srv, logs := streamServer(t, 3000, fleetapi.Options{MaxWatches: 1}, query.WithStreamWriteTimeout(300*time.Millisecond))
+			stall(t, srv.URL, protocol)
+			require.Eventually(t, func() bool { return strings.Contains(logs.String(), "stream dropped: its client read nothing") },
+				20*time.Second, 10*time.Millisecond, "the stalled stream is dropped: %s", logs.String())
+			assert.Contains(t, logs.String(), `"stalledStreamsTotal":1`)
+			require.Eventually(t, func() bool {
+				w := watchtest.Open(t, srv.URL, "connect", url.Values{"selector": {"platform=none"}})
+				defer w.Close()
+				return len(w.Take(t, 2)) == 2 // cluster, synced
+			}, 10*time.Second, 50*time.Millisecond)
+		})
+	}
+}
+
+// TestStreamsPerInstanceAreCapped: past MaxWatches streams an instance
+// refuses another — 503 with Retry-After and the API's error document over
+// SSE, resource_exhausted over Connect and gRPC — and serves it again once
+// one ends.
+func TestStreamsPerInstanceAreCapped(t *testing.T) {
+	srv, _ := streamServer(t, 3, fleetapi.Options{MaxWatches: 2})
+	first := watchtest.Open(t, srv.URL, "sse", nil)
+	second := watchtest.Open(t, srv.URL, "grpc (h2c)", nil)
+	first.Take(t, 5)
+	second.Take(t, 5)
+
+	resp, err := http.Get(srv.URL + "/v1/watch")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	assert.Contains(t, string(body), `"status":"RESOURCE_EXHAUSTED"`)
+	for name, client := range clients(srv) {
+		st, err := client.WatchFleets(t.Context(), connect.NewRequest(&fleetcastv1.WatchFleetsRequest{}))
+		require.NoError(t, err)
+		assert.False(t, st.Receive(), name)
+		assert.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(st.Err()), "%s: %v", name, st.Err())
+		st.Close()
+	}
+	conn, err := grpc.NewClient(strings.TrimPrefix(srv.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	st, err := conn.NewStream(t.Context(), &grpc.StreamDesc{ServerStreams: true}, "/fleetcast.v1.InformationService/WatchFleets")
+	require.NoError(t, err)
+	require.NoError(t, st.SendMsg(&fleetcastv1.WatchFleetsRequest{}))
+	require.NoError(t, st.CloseSend())
+	assert.Equal(t, codes.ResourceExhausted, status.Code(st.RecvMsg(new(fleetcastv1.WatchFleetsResponse))), "real gRPC")
+
+	first.Close()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(srv.URL + "/v1/fleets") // not a stream: never capped
+		if err == nil {
+			resp.Body.Close()
+		}
+		w := watchtest.Open(t, srv.URL, "connect", nil)
+		defer w.Close()
+		return len(w.Take(t, 5)) == 5
+	}, 10*time.Second, 20*time.Millisecond, "a place is free again")
 }

@@ -21,6 +21,7 @@ import (
 type information struct {
 	svc *fleetapi.Service
 	log *slog.Logger
+	h   *Handler // its edge: stream write deadlines
 }
 
 var _ fleetcastv1connect.InformationServiceHandler = (*information)(nil)
@@ -73,6 +74,8 @@ func (s *information) fail(ctx context.Context, procedure string, err error) err
 		return connect.NewError(connect.CodeNotFound, errors.New(e.Message))
 	case fleetapi.Unavailable:
 		return connect.NewError(connect.CodeUnavailable, errors.New(e.Message))
+	case fleetapi.ResourceExhausted:
+		return connect.NewError(connect.CodeResourceExhausted, errors.New(e.Message))
 	}
 	return connect.NewError(connect.CodeInternal, errors.New("the query failed; see the function's logs"))
 }
@@ -108,8 +111,14 @@ func (s *information) WatchFleets(ctx context.Context, req *connect.Request[flee
 	}
 	ctx, stop := streamContext(ctx)
 	defer stop()
-	err = s.svc.Watch(ctx, q, token, func(e fleetapi.Event) error { return stream.Send(fleetpb.Event(e)) })
+	deadline := s.h.beforeWrite(ctx)
+	err = s.svc.Watch(ctx, q, token, func(e fleetapi.Event) error {
+		deadline()
+		return stream.Send(fleetpb.Event(e))
+	})
 	switch {
+	case err != nil && s.h.stalledClient(ctx, req.Spec().Procedure, err):
+		return nil // the connection is broken: nothing more can be written
 	case err != nil && ctx.Err() != nil:
 		return nil // the client went away while a message was sent
 	case err != nil:

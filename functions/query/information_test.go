@@ -63,7 +63,7 @@ func serverOver(t *testing.T) (*httptest.Server, *fleetapitest.Memory) {
 		}
 	}
 	log := logging.New(io.Discard, logging.LevelWarning)
-	opts := fleetapi.Options{MaxStaleness: -1, WatchPoll: 5 * time.Millisecond, ClusterRefresh: -1, Log: log}
+	opts := fleetapi.Options{MaxStaleness: -1, WatchPoll: 5 * time.Millisecond, ClusterRefresh: -1, Log: log, MaxWatches: 2000}
 	srv := httptest.NewUnstartedServer(query.NewHandler(fleetapi.NewService(mem, opts), log))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)

@@ -14,7 +14,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -33,11 +35,36 @@ type Handler struct {
 	svc *fleetapi.Service
 	log *slog.Logger
 	mux *http.ServeMux
+	// writeTimeout bounds each write of a stream.
+	writeTimeout time.Duration
+	// stalled counts the streams dropped because their client stopped
+	// reading.
+	stalled atomic.Int64
+}
+
+// DefaultStreamWriteTimeout bounds how long one message of a stream may
+// take to write: a client that reads nothing for that long is dropped (it
+// resumes with its last resume token), and holds nothing meanwhile.
+const DefaultStreamWriteTimeout = 10 * time.Second
+
+// HandlerOption configures a Handler.
+type HandlerOption func(*Handler)
+
+// WithStreamWriteTimeout replaces DefaultStreamWriteTimeout.
+func WithStreamWriteTimeout(d time.Duration) HandlerOption {
+	return func(h *Handler) {
+		if d > 0 {
+			h.writeTimeout = d
+		}
+	}
 }
 
 // NewHandler returns the API answering from svc.
-func NewHandler(svc *fleetapi.Service, log *slog.Logger) *Handler {
-	h := &Handler{svc: svc, log: log, mux: http.NewServeMux()}
+func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) *Handler {
+	h := &Handler{svc: svc, log: log, mux: http.NewServeMux(), writeTimeout: DefaultStreamWriteTimeout}
+	for _, o := range opts {
+		o(h)
+	}
 	h.mux.HandleFunc("/v1/fleets", h.get(listFleets))
 	h.mux.HandleFunc("/v1/fleets/{cluster}/{namespace}/{name}", h.get(getFleet))
 	h.mux.HandleFunc("/v1/clusters", h.get(listClusters))
@@ -46,7 +73,7 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger) *Handler {
 	h.mux.HandleFunc("/v1/watch", h.watch)
 	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC, each
 	// request message bounded after decompression.
-	h.mux.Handle(fleetcastv1connect.NewInformationServiceHandler(&information{svc: svc, log: log},
+	h.mux.Handle(fleetcastv1connect.NewInformationServiceHandler(&information{svc: svc, log: log, h: h},
 		connect.WithReadMaxBytes(MaxRequestBytes)))
 	// The dashboard: the page at the root, its assets under /ui/; any
 	// other path is the API's 404.
@@ -67,7 +94,35 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 	}
+	// A stream sets a deadline before each write (writeDeadline).
+	r = r.WithContext(context.WithValue(r.Context(), responseKey{}, http.NewResponseController(w)))
 	h.mux.ServeHTTP(w, r)
+}
+
+type responseKey struct{}
+
+// beforeWrite returns what a stream calls before each write: it gives the
+// write writeTimeout to complete, so that a client that stopped reading
+// fails the write instead of holding the stream open.
+func (h *Handler) beforeWrite(ctx context.Context) func() {
+	rc, _ := ctx.Value(responseKey{}).(*http.ResponseController)
+	return func() {
+		if rc != nil {
+			_ = rc.SetWriteDeadline(time.Now().Add(h.writeTimeout))
+		}
+	}
+}
+
+// stalledClient reports whether a stream's error is a write that missed
+// its deadline, and logs it: the client stopped reading, and the stream
+// is dropped (the client resumes). Not a fault.
+func (h *Handler) stalledClient(ctx context.Context, path string, err error) bool {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	h.log.WarnContext(ctx, "stream dropped: its client read nothing for the stream write timeout; it may resume with its last resume token",
+		"path", path, "writeTimeoutSeconds", h.writeTimeout.Seconds(), "stalledStreamsTotal", h.stalled.Add(1))
+	return true
 }
 
 // An endpoint validates its request and returns the ETag key of its answer
@@ -204,10 +259,11 @@ func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any, etag stri
 
 // httpStatus maps the read model's error codes to HTTP.
 var httpStatus = map[fleetapi.Code]int{
-	fleetapi.InvalidArgument: http.StatusBadRequest,
-	fleetapi.NotFound:        http.StatusNotFound,
-	fleetapi.Unavailable:     http.StatusServiceUnavailable,
-	fleetapi.Internal:        http.StatusInternalServerError,
+	fleetapi.InvalidArgument:   http.StatusBadRequest,
+	fleetapi.NotFound:          http.StatusNotFound,
+	fleetapi.Unavailable:       http.StatusServiceUnavailable,
+	fleetapi.ResourceExhausted: http.StatusServiceUnavailable,
+	fleetapi.Internal:          http.StatusInternalServerError,
 }
 
 // fail answers an error. A fault's cause goes to the log, not to the
@@ -220,6 +276,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if e.Code == fleetapi.Internal {
 		msg = "the query failed; see the function's logs"
+	}
+	if e.Code == fleetapi.ResourceExhausted || e.Code == fleetapi.Unavailable {
+		w.Header().Set("Retry-After", "1")
 	}
 	h.failStatus(w, r, httpStatus[e.Code], string(e.Code), e.Param, msg)
 }
@@ -236,6 +295,8 @@ func logFault(ctx context.Context, log *slog.Logger, path string, err error) *fl
 	switch {
 	case e.Code == fleetapi.Unavailable && ctx.Err() == nil:
 		log.WarnContext(ctx, "query failed: the store is unavailable", "path", path, logging.KeyError, errText(e))
+	case e.Code == fleetapi.ResourceExhausted:
+		log.WarnContext(ctx, "stream refused: the instance serves its most streams (MAX_STREAMS)", "path", path)
 	case e.Code == fleetapi.Internal:
 		log.ErrorContext(ctx, "query failed", "path", path, logging.KeyError, errText(e))
 	}
@@ -289,11 +350,13 @@ func matchesETag(header, etag string) bool {
 type Config struct {
 	View     fleetapi.Options
 	LogLevel slog.Level
+	// StreamWriteTimeout: see DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
 }
 
 // ConfigFromEnv reads STALE_AFTER, MAX_STALENESS (0: every answer waits
-// for a sync), CLUSTER_REFRESH, COMMIT_LAG, WATCH_POLL, HEARTBEAT and
-// LOG_LEVEL.
+// for a sync), CLUSTER_REFRESH, COMMIT_LAG, WATCH_POLL, HEARTBEAT,
+// STREAM_WRITE_TIMEOUT, MAX_STREAMS and LOG_LEVEL.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	var err error
@@ -317,6 +380,16 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.View.Heartbeat, err = fnruntime.Duration(getenv, "HEARTBEAT", fleetapi.DefaultHeartbeat); err != nil {
 		return Config{}, err
 	}
+	if c.StreamWriteTimeout, err = fnruntime.Duration(getenv, "STREAM_WRITE_TIMEOUT", DefaultStreamWriteTimeout); err != nil {
+		return Config{}, err
+	}
+	if v := getenv("MAX_STREAMS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return Config{}, fmt.Errorf("MAX_STREAMS=%q: want a whole number of at least 1, such as %d", v, fleetapi.DefaultMaxWatches)
+		}
+		c.View.MaxWatches = n
+	}
 	if c.LogLevel, err = logging.ParseLevel(getenv("LOG_LEVEL")); err != nil {
 		return Config{}, fmt.Errorf("LOG_LEVEL: %w", err)
 	}
@@ -337,7 +410,7 @@ var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*H
 	log := logging.New(os.Stdout, cfg.LogLevel)
 	cfg.View.Log = log
 	svc := fleetapi.NewService(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now), cfg.View)
-	return NewHandler(svc, log), nil
+	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout)), nil
 }}
 
 // QueryFleets is the Cloud Function's entry point.

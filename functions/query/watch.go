@@ -33,8 +33,10 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	ctx, stop := streamContext(r.Context())
 	defer stop()
 	rc := http.NewResponseController(w)
+	deadline := h.beforeWrite(ctx)
 	started := false
 	err = h.svc.Watch(ctx, q, token, func(e fleetapi.Event) error {
+		deadline()
 		if !started {
 			hd := w.Header()
 			hd.Set("Content-Type", "text/event-stream")
@@ -49,6 +51,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 		return rc.Flush()
 	})
 	switch {
+	case err != nil && h.stalledClient(ctx, r.URL.Path, err):
 	case err != nil && ctx.Err() != nil:
 		// The client went away while an event was written.
 	case err != nil && !started:

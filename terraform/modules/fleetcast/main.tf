@@ -472,12 +472,14 @@ resource "google_cloudfunctions2_function" "query" {
     max_instance_count               = var.query_max_instances
     max_instance_request_concurrency = var.query_concurrency
     environment_variables = merge(local.firestore_env, {
-      STALE_AFTER     = var.stale_after
-      MAX_STALENESS   = var.query_max_staleness
-      CLUSTER_REFRESH = var.query_cluster_refresh
-      COMMIT_LAG      = var.query_commit_lag
-      WATCH_POLL      = var.query_watch_poll
-      HEARTBEAT       = var.query_heartbeat
+      STALE_AFTER          = var.stale_after
+      MAX_STALENESS        = var.query_max_staleness
+      CLUSTER_REFRESH      = var.query_cluster_refresh
+      COMMIT_LAG           = var.query_commit_lag
+      WATCH_POLL           = var.query_watch_poll
+      HEARTBEAT            = var.query_heartbeat
+      MAX_STREAMS          = min(var.query_max_streams, var.query_concurrency)
+      STREAM_WRITE_TIMEOUT = var.query_stream_write_timeout
     })
   }
   depends_on = [time_sleep.services, time_sleep.build_roles]

@@ -298,6 +298,26 @@ variable "query_heartbeat" {
   }
 }
 
+variable "query_max_streams" {
+  type        = number
+  description = "Watch streams (WatchFleets, /v1/watch) one query instance serves at once (MAX_STREAMS); past it a stream is refused with resource_exhausted / 503 and Retry-After, and the client retries, most likely on another instance. At most query_concurrency, which counts streams and queries together."
+  default     = 500
+  validation {
+    condition     = var.query_max_streams >= 1 && var.query_max_streams <= 1000 && floor(var.query_max_streams) == var.query_max_streams
+    error_message = "query_max_streams must be a whole number from 1 to 1000 (Cloud Run's most requests per instance)."
+  }
+}
+
+variable "query_stream_write_timeout" {
+  type        = string
+  description = "How long one message of a watch stream may take to write (STREAM_WRITE_TIMEOUT): a client that reads nothing for that long is dropped, and resumes (Go duration)."
+  default     = "10s"
+  validation {
+    condition     = can(regex("^[0-9]+(ms|s|m)$", var.query_stream_write_timeout)) && can(regex("[1-9]", var.query_stream_write_timeout))
+    error_message = "query_stream_write_timeout must be a positive duration in ms, s or m such as 10s."
+  }
+}
+
 variable "query_timeout_seconds" {
   type        = number
   description = "The query function's request timeout: the longest a watch stream lasts before the client resumes it. Cloud Run allows up to 3600 s."

@@ -358,15 +358,16 @@ run "readers_read_firestore_and_call_the_query_api" {
 run "durations_are_positive_as_the_functions_require" {
   command = plan
   variables {
-    stale_after           = "0s"
-    max_clock_skew        = "0m"
-    query_cluster_refresh = "0ms"
-    query_commit_lag      = "0s"
-    query_max_staleness   = "-1s"
-    query_watch_poll      = "0ms"
-    query_heartbeat       = "0s"
+    stale_after                = "0s"
+    max_clock_skew             = "0m"
+    query_cluster_refresh      = "0ms"
+    query_commit_lag           = "0s"
+    query_max_staleness        = "-1s"
+    query_watch_poll           = "0ms"
+    query_heartbeat            = "0s"
+    query_stream_write_timeout = "0s"
   }
-  expect_failures = [var.stale_after, var.max_clock_skew, var.query_cluster_refresh, var.query_commit_lag, var.query_max_staleness, var.query_watch_poll, var.query_heartbeat]
+  expect_failures = [var.stale_after, var.max_clock_skew, var.query_cluster_refresh, var.query_commit_lag, var.query_max_staleness, var.query_watch_poll, var.query_heartbeat, var.query_stream_write_timeout]
 }
 
 run "query_limits_are_cloud_runs" {
@@ -498,4 +499,12 @@ run "jwks_must_hold_keys" {
     clusters = { "onprem" = { workload_identity_federation = { issuer_uri = "https://kubernetes.default.svc", jwks_json = "{}" } } }
   }
   expect_failures = [var.clusters]
+}
+
+run "streams_per_instance_are_whole_and_within_cloud_run" {
+  command = plan
+  variables {
+    query_max_streams = 1001
+  }
+  expect_failures = [var.query_max_streams]
 }
