@@ -140,6 +140,16 @@ func Admit(s State, now time.Time, maxSkew time.Duration) (admitted State, chang
 	return admitted, true, nil
 }
 
+// Degrade returns s with why said first in its Degraded text: a part of
+// its state the publisher could not know (it cannot list the resource).
+func Degrade(s State, why string) State {
+	if s.Degraded != "" {
+		why += "; " + s.Degraded
+	}
+	s.Degraded = degradedText(why)
+	return s
+}
+
 // checkStateTimes reports a time in s further ahead of now than maxSkew.
 func checkStateTimes(s State, now time.Time, maxSkew time.Duration) error {
 	limit := MicrosOf(now.Add(maxSkew))

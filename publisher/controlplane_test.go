@@ -69,7 +69,13 @@ func (r *recorder) all() []fleet.Event {
 // waitFor waits until pred holds for the events so far and returns them.
 func (r *recorder) waitFor(tb testing.TB, what string, pred func([]fleet.Event) bool) []fleet.Event {
 	tb.Helper()
-	deadline := time.After(waitTime)
+	return r.waitForWithin(tb, waitTime, what, pred)
+}
+
+// waitForWithin is waitFor, giving up after d.
+func (r *recorder) waitForWithin(tb testing.TB, d time.Duration, what string, pred func([]fleet.Event) bool) []fleet.Event {
+	tb.Helper()
+	deadline := time.After(d)
 	for {
 		r.mu.Lock()
 		evs := append([]fleet.Event(nil), r.events...)
@@ -81,7 +87,7 @@ func (r *recorder) waitFor(tb testing.TB, what string, pred func([]fleet.Event) 
 		select {
 		case <-ch:
 		case <-deadline:
-			tb.Fatalf("waiting for %s: not within %v; %d events: %s", what, waitTime, len(evs), describe(evs))
+			tb.Fatalf("waiting for %s: not within %v; %d events: %s", what, d, len(evs), describe(evs))
 			return nil
 		}
 	}

@@ -224,6 +224,8 @@ func webhookHost(r *reader) string {
 // nsInformers are the informers of one watched namespace (or of all).
 type nsInformers struct {
 	fleets, sets, scalers cache.SharedIndexInformer
+	// setsSource and scalersSource say whether sets and scalers list.
+	setsSource, scalersSource *source
 }
 
 // byFleet indexes sets and autoscalers by the namespace/name of their fleet.
@@ -403,11 +405,34 @@ func (j *joiner) project(inf *nsInformers, key string) {
 		j.m.Degraded.Inc()
 		j.log.Error("fleet published degraded: parts of its state dropped to fit", logging.KeyFleet, k.DocID(), logging.KeyReason, fitted.Degraded)
 	}
+	// What an optional source that does not list would add is unknown,
+	// and said to be (the source logged why, once).
+	var unknown []string
+	for _, src := range []*source{inf.setsSource, inf.scalersSource} {
+		if src != nil && src.unavailable() != nil {
+			unknown = append(unknown, fmt.Sprintf("%s unknown (cannot list %s)", src.what, src.resource))
+		}
+	}
+	if len(unknown) > 0 {
+		fitted = fleet.Degrade(fitted, strings.Join(unknown, ", "))
+	}
 	j.agent.Upsert(k, fitted)
 }
 
-// join adds the fleet's rollout and autoscalers to s.
+// projectAll projects every fleet of inf again: an optional source lists
+// at last.
+func (j *joiner) projectAll(inf *nsInformers) {
+	for _, key := range inf.fleets.GetStore().ListKeys() {
+		j.project(inf, key)
+	}
+}
+
+// join adds the fleet's rollout and autoscalers to s, those of sources
+// that list.
 func (j *joiner) join(inf *nsInformers, key string, u *unstructured.Unstructured, s *fleet.State) error {
+	if inf.setsSource != nil && inf.setsSource.unavailable() != nil {
+		return j.joinScalers(inf, key, s)
+	}
 	sets, err := inf.sets.GetIndexer().ByIndex(byFleet, key)
 	if err != nil {
 		return err
@@ -422,6 +447,14 @@ func (j *joiner) join(inf *nsInformers, key string, u *unstructured.Unstructured
 	}
 	if len(projected) > 0 {
 		s.Rollout = fleet.RolloutOf(s.Spec.Replicas, projected)
+	}
+	return j.joinScalers(inf, key, s)
+}
+
+// joinScalers adds the fleet's autoscalers to s, if they list.
+func (j *joiner) joinScalers(inf *nsInformers, key string, s *fleet.State) error {
+	if inf.scalersSource != nil && inf.scalersSource.unavailable() != nil {
+		return nil
 	}
 	scalers, err := inf.scalers.GetIndexer().ByIndex(byFleet, key)
 	if err != nil {

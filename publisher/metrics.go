@@ -41,6 +41,10 @@ type Metrics struct {
 	// not published; SharedFleets the fleets several autoscalers target.
 	OrphanAutoscalers prometheus.Gauge
 	SharedFleets      prometheus.Gauge
+	// SourceListed is 1 for each optional resource (gameserversets,
+	// fleetautoscalers) of each watched namespace the publisher lists,
+	// and 0 while it cannot: its fleets publish with that part unknown.
+	SourceListed *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg, with a gauge
@@ -84,9 +88,13 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) (*Metrics, er
 			"FleetAutoscalers targeting a fleet that is not published (missing, or outside --label-selector); each logged at WARNING."),
 		SharedFleets: gauge("fleetcast_publisher_shared_autoscaler_fleets",
 			"Fleets that more than one FleetAutoscaler targets; each logged at WARNING, all listed in the fleet's state."),
+		SourceListed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleetcast_publisher_source_listed",
+			Help: "1 while the publisher lists an optional resource in a namespace (\"\" for all), 0 while it cannot (a Role without it, a cluster without its CRD; logged at ERROR): fleets publish with their rollout or autoscalers unknown.",
+		}, []string{"resource", "namespace"}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.OrphanAutoscalers, m.SharedFleets,
+		m.OrphanAutoscalers, m.SharedFleets, m.SourceListed,
 		m.Publishes, m.InformerEvents, m.Coalesced, m.Unchanged, m.Invalid, m.Refreshed, m.InvalidSnapshots, m.Degraded, m.Unvouched,
 		m.PublishLatency, m.LastSnapshot, m.Leader, m.Term,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -28,7 +28,13 @@ func lastUpsert(evs []fleet.Event, name string) (fleet.Event, bool) {
 // waitForState waits until the newest upsert of the fleet satisfies pred.
 func (r *recorder) waitForState(tb testing.TB, what, name string, pred func(fleet.State) bool) fleet.State {
 	tb.Helper()
-	evs := r.waitFor(tb, what, func(evs []fleet.Event) bool {
+	return r.waitForStateWithin(tb, waitTime, what, name, pred)
+}
+
+// waitForStateWithin is waitForState, giving up after d.
+func (r *recorder) waitForStateWithin(tb testing.TB, d time.Duration, what, name string, pred func(fleet.State) bool) fleet.State {
+	tb.Helper()
+	evs := r.waitForWithin(tb, d, what, func(evs []fleet.Event) bool {
 		ev, ok := lastUpsert(evs, name)
 		return ok && pred(ev.Fleet)
 	})

@@ -64,6 +64,8 @@ type Publisher struct {
 	ready    func(*Agent, *Sender)
 	// synced: the informers' caches are full (readiness).
 	synced atomic.Bool
+	// sources are the optional informers, for /readyz's detail.
+	sources atomic.Pointer[[]*source]
 	// leadMu orders a term's start against its stop.
 	leadMu sync.Mutex
 }
@@ -131,10 +133,11 @@ func (p *Publisher) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopOps()
-	stopInformers, err := startInformers(ctx, p.cfg, p.dyn, p.agent, p.metrics, p.log)
+	stopInformers, sources, err := startInformers(ctx, p.cfg, p.dyn, p.agent, p.metrics, p.clock, p.log)
 	if err != nil {
 		return err
 	}
+	p.sources.Store(&sources)
 	defer stopInformers()
 	p.synced.Store(true)
 	p.log.Info("fleet informers synced", "fleets", p.agent.Fleets(), "namespaces", p.cfg.Namespaces, "labelSelector", p.cfg.LabelSelector)
@@ -262,9 +265,10 @@ func takeTerm(ctx context.Context, terms *TermStore, holder string, clk Clock, l
 }
 
 // startInformers starts the informers of each watched namespace (Fleets,
-// their GameServerSets, FleetAutoscalers), waits for their caches, and
-// returns a function stopping them.
-func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agent *Agent, m *Metrics, log *slog.Logger) (func(), error) {
+// their GameServerSets, FleetAutoscalers), waits for the fleets' caches,
+// and for each optional one until it lists or fails (see source), and
+// returns a function stopping them and the optional sources.
+func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agent *Agent, m *Metrics, clk Clock, log *slog.Logger) (func(), []*source, error) {
 	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
@@ -273,24 +277,19 @@ func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agen
 	j := &joiner{cfg: cfg, agent: agent, m: m, log: log}
 	var factories []dynamicinformer.DynamicSharedInformerFactory
 	var syncs []cache.InformerSynced
+	var sources []*source
 	for _, ns := range namespaces {
-		// The label selector picks fleets; their sets and autoscalers
-		// carry no fleet labels, and are joined by name.
-		fleets := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, func(o *metav1.ListOptions) {
-			o.LabelSelector = cfg.LabelSelector
-		})
-		others := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
-		inf := &nsInformers{
-			fleets:  fleets.ForResource(FleetGVR).Informer(),
-			sets:    others.ForResource(GameServerSetGVR).Informer(),
-			scalers: others.ForResource(FleetAutoscalerGVR).Informer(),
+		inf, fs, err := newNSInformers(cfg, dyn, ns)
+		if err != nil {
+			return nil, nil, err
 		}
 		if err := j.wire(inf); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		j.informers = append(j.informers, inf)
-		factories = append(factories, fleets, others)
-		syncs = append(syncs, inf.fleets.HasSynced, inf.sets.HasSynced, inf.scalers.HasSynced)
+		factories = append(factories, fs...)
+		syncs = append(syncs, inf.fleets.HasSynced)
+		sources = append(sources, inf.setsSource, inf.scalersSource)
 	}
 	for _, f := range factories {
 		f.Start(stop)
@@ -303,10 +302,46 @@ func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agen
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
 		stopAll()
-		return nil, fmt.Errorf("informers did not sync (is the publisher allowed to list fleets, gameserversets and fleetautoscalers?): %w", context.Cause(ctx))
+		return nil, nil, fmt.Errorf("fleet informers did not sync (is the publisher allowed to list fleets?): %w", context.Cause(ctx))
+	}
+	for _, src := range sources {
+		src.await(ctx, clk)
+	}
+	if ctx.Err() != nil {
+		stopAll()
+		return nil, nil, context.Cause(ctx)
+	}
+	for _, inf := range j.informers {
+		for _, src := range []*source{inf.setsSource, inf.scalersSource} {
+			go src.follow(stop, m, log, func() { j.projectAll(inf) })
+		}
 	}
 	j.countMisconfigured()
-	return stopAll, nil
+	return stopAll, sources, nil
+}
+
+// newNSInformers makes the informers of one namespace, and their
+// factories.
+func newNSInformers(cfg Config, dyn dynamic.Interface, ns string) (*nsInformers, []dynamicinformer.DynamicSharedInformerFactory, error) {
+	// The label selector picks fleets; their sets and autoscalers carry
+	// no fleet labels, and are joined by name.
+	fleets := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, func(o *metav1.ListOptions) {
+		o.LabelSelector = cfg.LabelSelector
+	})
+	others := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
+	inf := &nsInformers{
+		fleets:  fleets.ForResource(FleetGVR).Informer(),
+		sets:    others.ForResource(GameServerSetGVR).Informer(),
+		scalers: others.ForResource(FleetAutoscalerGVR).Informer(),
+	}
+	var err error
+	if inf.setsSource, err = newSource(GameServerSetGVR.Resource, ns, "rollout", inf.sets); err != nil {
+		return nil, nil, err
+	}
+	if inf.scalersSource, err = newSource(FleetAutoscalerGVR.Resource, ns, "autoscalers", inf.scalers); err != nil {
+		return nil, nil, err
+	}
+	return inf, []dynamicinformer.DynamicSharedInformerFactory{fleets, others}, nil
 }
 
 // serveOps serves /metrics, /healthz and /readyz on cfg.MetricsAddr
@@ -325,7 +360,16 @@ func (p *Publisher) serveOps(ctx context.Context) (func(), error) {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
+		// Ready all the same without an optional source: its fleets
+		// publish, with that part unknown. Said here, line by line.
 		_, _ = w.Write([]byte("ok\n"))
+		if sources := p.sources.Load(); sources != nil {
+			for _, src := range *sources {
+				if err := src.unavailable(); err != nil {
+					fmt.Fprintf(w, "degraded: cannot list %s (%v): its fleets' %s is unknown\n", src, err, src.what)
+				}
+			}
+		}
 	})
 	l, err := net.Listen("tcp", p.cfg.MetricsAddr)
 	if err != nil {
