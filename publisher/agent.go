@@ -286,6 +286,13 @@ func (a *Agent) Stamped() fleet.Version {
 	return fleet.Version{Term: a.term, Seq: a.seq}
 }
 
+// Keys returns the keys of the fleets the agent holds.
+func (a *Agent) Keys() []fleet.Key {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Collect(maps.Keys(a.fleets))
+}
+
 // Fleets returns the number of live fleets known.
 func (a *Agent) Fleets() int {
 	a.mu.Lock()

@@ -1,15 +1,20 @@
 package publisher_test
 
 import (
+	"io"
 	"math"
 	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/fleetcast/fleetcast/fleet"
@@ -223,3 +228,119 @@ func churn(e *kubetest.Namespace, name string) (stop func()) {
 }
 
 func ev(evs []fleet.Event, i int) fleet.Event { return evs[i] }
+
+// heldBack returns a copy of kube whose fleet watches deliver nothing
+// while its gate is shut: a standby whose informer lags its API server.
+func heldBack(kube *rest.Config) (*rest.Config, *gate) {
+	g := &gate{}
+	g.release()
+	kube = rest.CopyConfig(kube)
+	kube.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			if err == nil && r.URL.Query().Get("watch") == "true" && strings.HasSuffix(r.URL.Path, "/fleets") {
+				resp.Body = &heldBody{ReadCloser: resp.Body, gate: g}
+			}
+			return resp, err
+		})
+	}
+	return kube, g
+}
+
+// gate holds readers back while shut.
+type gate struct {
+	mu   sync.Mutex
+	open chan struct{}
+}
+
+func (g *gate) shut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = make(chan struct{})
+}
+
+func (g *gate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open == nil {
+		g.open = make(chan struct{})
+	}
+	select {
+	case <-g.open:
+	default:
+		close(g.open)
+	}
+}
+
+func (g *gate) passed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.open
+}
+
+// heldBody reads nothing while its gate is shut.
+type heldBody struct {
+	io.ReadCloser
+	gate *gate
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	<-b.gate.passed()
+	return b.ReadCloser.Read(p)
+}
+
+// TestALaggingStandbyCatchesUpBeforeItsFirstSnapshot: a standby whose
+// fleet watch is held back misses a fleet created and another deleted;
+// when it takes over, it publishes nothing — no snapshot that would
+// tombstone the new fleet, no republish that would revive the deleted one
+// — until its informer holds what a consistent list does; then its first
+// snapshot lists the new fleet and not the deleted one.
+func TestALaggingStandbyCatchesUpBeforeItsFirstSnapshot(t *testing.T) {
+	e := newNamespace(t)
+	rec := newRecorder()
+	cfgA, cfgB := electedConfig(e.Name, "pub-a"), electedConfig(e.Name, "pub-b")
+	e.CreateFleet(e.Name, "doomed", nil)
+	a := kubetest.StartPublisher(t, cfgA, cp.RESTConfig(), rec)
+	rec.waitFor(t, "pub-a to lead", func(evs []fleet.Event) bool { return len(evs) > 0 })
+	kubeB, hold := heldBack(cp.RESTConfig())
+	b := kubetest.StartPublisher(t, cfgB, kubeB, rec)
+	hold.shut()
+
+	e.CreateFleet(e.Name, "newborn", nil)
+	require.NoError(t, e.Fleets(e.Name).Delete(t.Context(), "doomed", metav1.DeleteOptions{}))
+	rec.waitFor(t, "pub-a to publish both", func(evs []fleet.Event) bool {
+		return slices.ContainsFunc(evs, func(ev fleet.Event) bool { return ev.Kind == fleet.KindDelete && ev.Name == "doomed" }) &&
+			slices.ContainsFunc(evs, func(ev fleet.Event) bool { return ev.Kind == fleet.KindUpsert && ev.Name == "newborn" })
+	})
+	a.Stop() // releases the Lease: pub-b takes over at once
+
+	// pub-b leads, and holds its term back while its watch is.
+	require.Eventually(t, func() bool {
+		l, err := kubernetes.NewForConfigOrDie(cp.RESTConfig()).CoordinationV1().Leases(e.Name).Get(t.Context(), cfgB.LeaseName, metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "pub-b"
+	}, 10*time.Second, 10*time.Millisecond)
+	letTimePass(3 * time.Second)
+	for _, ev := range rec.all() {
+		require.Equal(t, "pub-a", ev.Publisher.ID, "nothing from the lagging standby: %s %s", ev.Kind, ev.Name)
+	}
+	assert.Zero(t, b.Agent.Term())
+
+	hold.release()
+	evs := rec.waitFor(t, "pub-b's first snapshot", func(evs []fleet.Event) bool {
+		return slices.ContainsFunc(evs, func(ev fleet.Event) bool { return ev.Publisher.ID == "pub-b" && ev.Kind == fleet.KindSnapshot })
+	})
+	for _, ev := range evs {
+		if ev.Publisher.ID != "pub-b" {
+			continue
+		}
+		assert.False(t, ev.Kind == fleet.KindUpsert && ev.Name == "doomed", "the deleted fleet is not revived")
+		if ev.Kind == fleet.KindSnapshot {
+			var names []string
+			for _, f := range ev.Snapshot.Fleets {
+				names = append(names, f.Name)
+			}
+			assert.Equal(t, []string{"newborn"}, names, "the first snapshot lists the new fleet, not the deleted one")
+			break
+		}
+	}
+}

@@ -223,6 +223,7 @@ func webhookHost(r *reader) string {
 
 // nsInformers are the informers of one watched namespace (or of all).
 type nsInformers struct {
+	namespace             string // "" for all
 	fleets, sets, scalers cache.SharedIndexInformer
 	// setsSource and scalersSource say whether sets and scalers list.
 	setsSource, scalersSource *source
@@ -243,6 +244,8 @@ type joiner struct {
 	log       *slog.Logger
 	mu        sync.Mutex
 	informers []*nsInformers
+	// sources are the informers' optional sources, in order.
+	sources []*source
 	// synced: the caches are full, so a missing fleet is missing.
 	synced bool
 	// reported are the fleets whose autoscaler problem was logged.

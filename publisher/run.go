@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
@@ -59,9 +60,12 @@ type Publisher struct {
 	agent    *Agent
 	sender   *Sender
 	dyn      dynamic.Interface
+	meta     metadata.Interface
 	kube     kubernetes.Interface
-	terms    *TermStore
-	ready    func(*Agent, *Sender)
+	// joiner holds the informers, once started.
+	joiner *joiner
+	terms  *TermStore
+	ready  func(*Agent, *Sender)
 	// synced: the informers' caches are full (readiness).
 	synced atomic.Bool
 	// sources are the optional informers, for /readyz's detail.
@@ -90,6 +94,9 @@ func New(cfg Config, deps Deps) (*Publisher, error) {
 	}
 	if p.kube, err = kubernetes.NewForConfig(deps.Kube); err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if p.meta, err = metadata.NewForConfig(deps.Kube); err != nil {
+		return nil, fmt.Errorf("metadata client: %w", err)
 	}
 	if p.metrics, err = NewMetrics(p.registry, p.pendingFleets); err != nil {
 		return nil, err
@@ -133,11 +140,12 @@ func (p *Publisher) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopOps()
-	stopInformers, sources, err := startInformers(ctx, p.cfg, p.dyn, p.agent, p.metrics, p.clock, p.log)
+	stopInformers, j, err := startInformers(ctx, p.cfg, p.dyn, p.agent, p.metrics, p.clock, p.log)
 	if err != nil {
 		return err
 	}
-	p.sources.Store(&sources)
+	p.joiner = j
+	p.sources.Store(&j.sources)
 	defer stopInformers()
 	p.synced.Store(true)
 	p.log.Info("fleet informers synced", "fleets", p.agent.Fleets(), "namespaces", p.cfg.Namespaces, "labelSelector", p.cfg.LabelSelector)
@@ -208,7 +216,7 @@ func (p *Publisher) startPublishing(ctx context.Context, wg *sync.WaitGroup) err
 // their intervals — until ctx ends (the Lease is lost, or shutdown).
 func (p *Publisher) lead(ctx context.Context, holder string) {
 	term, ok := takeTerm(ctx, p.terms, holder, p.clock, p.log)
-	if !ok {
+	if !ok || !p.catchUp(ctx) {
 		return
 	}
 	p.leadMu.Lock()
@@ -268,7 +276,7 @@ func takeTerm(ctx context.Context, terms *TermStore, holder string, clk Clock, l
 // their GameServerSets, FleetAutoscalers), waits for the fleets' caches,
 // and for each optional one until it lists or fails (see source), and
 // returns a function stopping them and the optional sources.
-func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agent *Agent, m *Metrics, clk Clock, log *slog.Logger) (func(), []*source, error) {
+func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agent *Agent, m *Metrics, clk Clock, log *slog.Logger) (func(), *joiner, error) {
 	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
@@ -277,7 +285,6 @@ func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agen
 	j := &joiner{cfg: cfg, agent: agent, m: m, log: log}
 	var factories []dynamicinformer.DynamicSharedInformerFactory
 	var syncs []cache.InformerSynced
-	var sources []*source
 	for _, ns := range namespaces {
 		inf, fs, err := newNSInformers(cfg, dyn, ns)
 		if err != nil {
@@ -289,7 +296,7 @@ func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agen
 		j.informers = append(j.informers, inf)
 		factories = append(factories, fs...)
 		syncs = append(syncs, inf.fleets.HasSynced)
-		sources = append(sources, inf.setsSource, inf.scalersSource)
+		j.sources = append(j.sources, inf.setsSource, inf.scalersSource)
 	}
 	for _, f := range factories {
 		f.Start(stop)
@@ -304,7 +311,7 @@ func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agen
 		stopAll()
 		return nil, nil, fmt.Errorf("fleet informers did not sync (is the publisher allowed to list fleets?): %w", context.Cause(ctx))
 	}
-	for _, src := range sources {
+	for _, src := range j.sources {
 		src.await(ctx, clk)
 	}
 	if ctx.Err() != nil {
@@ -317,7 +324,7 @@ func startInformers(ctx context.Context, cfg Config, dyn dynamic.Interface, agen
 		}
 	}
 	j.countMisconfigured()
-	return stopAll, sources, nil
+	return stopAll, j, nil
 }
 
 // newNSInformers makes the informers of one namespace, and their
@@ -330,9 +337,10 @@ func newNSInformers(cfg Config, dyn dynamic.Interface, ns string) (*nsInformers,
 	})
 	others := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
 	inf := &nsInformers{
-		fleets:  fleets.ForResource(FleetGVR).Informer(),
-		sets:    others.ForResource(GameServerSetGVR).Informer(),
-		scalers: others.ForResource(FleetAutoscalerGVR).Informer(),
+		namespace: ns,
+		fleets:    fleets.ForResource(FleetGVR).Informer(),
+		sets:      others.ForResource(GameServerSetGVR).Informer(),
+		scalers:   others.ForResource(FleetAutoscalerGVR).Informer(),
 	}
 	var err error
 	if inf.setsSource, err = newSource(GameServerSetGVR.Resource, ns, "rollout", inf.sets); err != nil {
