@@ -204,6 +204,9 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{gke, []string{"intervals.shutdownGrace=1m"}, "/intervals/shutdownGrace"},
 		{gke, []string{"leaderElection.enabled=false"}, "every replica would publish"},
 		{gke, []string{"logLevel=LOUD"}, "/logLevel"},
+		{gke, []string{"identity.namespace=games"}, `identity.namespace "games": the Workload Identity binding is for that namespace's service account, but the release is in "fleetcast"`},
+		{gke, []string{"serviceAccount.name=Bad_Name"}, `serviceAccount.name "Bad_Name"`},
+		{gke, []string{"serviceAccount.nmae=x"}, "additional properties 'nmae' not allowed"},
 	} {
 		t.Run(strings.Join(tc.set, ","), func(t *testing.T) {
 			_, _, err := renderChart(t, "fleetcast", tc.files, tc.set...)
@@ -253,6 +256,20 @@ func TestChartTemplatesGKE(t *testing.T) {
 	assert.Empty(t, m["ServiceAccount/games-ops/fleetcast-publisher"].GetAnnotations())
 	replicas, _, _ := unstructured.NestedFieldNoCopy(m["Deployment/games-ops/fleetcast-publisher"].Object, "spec", "replicas")
 	assert.EqualValues(t, 3, replicas)
+
+	// The Kubernetes service account Terraform's binding names, in the
+	// namespace it names: the pods run as it, and the bindings bind it.
+	m, _ = mustRenderChart(t, "games-ops", []string{"testdata/chart-values-gke.yaml"},
+		"serviceAccount.name=fleetcast-publisher-ps5-eu", "identity.namespace=games-ops")
+	require.Contains(t, m, "ServiceAccount/games-ops/fleetcast-publisher-ps5-eu")
+	assert.NotContains(t, m, "ServiceAccount/games-ops/fleetcast-publisher")
+	account, _, _ := unstructured.NestedString(m["Deployment/games-ops/fleetcast-publisher"].Object, "spec", "template", "spec", "serviceAccountName")
+	assert.Equal(t, "fleetcast-publisher-ps5-eu", account)
+	for _, key := range []string{"ClusterRoleBinding//fleetcast-publisher", "RoleBinding/games-ops/fleetcast-publisher"} {
+		subjects, _, _ := unstructured.NestedSlice(m[key].Object, "subjects")
+		require.Len(t, subjects, 1, key)
+		assert.Equal(t, "fleetcast-publisher-ps5-eu", subjects[0].(map[string]any)["name"], key)
+	}
 }
 
 // TestChartTemplatesWorkloadIdentityFederation: a cluster outside GKE

@@ -3,6 +3,13 @@
 fleetcast-publisher
 {{- end }}
 
+{{/* The Kubernetes service account: serviceAccount.name, the one the
+Workload Identity binding (Terraform's clusters.<c>.service_account)
+names. */}}
+{{- define "fleetcast-publisher.serviceAccountName" -}}
+{{- .Values.serviceAccount.name | default "fleetcast-publisher" -}}
+{{- end }}
+
 {{/* Labels of every object. */}}
 {{- define "fleetcast-publisher.labels" -}}
 {{ include "fleetcast-publisher.selectorLabels" . }}
@@ -62,6 +69,12 @@ app.kubernetes.io/part-of: fleetcast
 {{- end -}}
 {{- if and (eq $id.type "workloadIdentityFederation") (not (regexMatch "^//iam\\.googleapis\\.com/projects/[0-9]+/locations/global/workloadIdentityPools/[a-z0-9-]+/providers/[a-z0-9-]+$" ($id.workloadIdentityFederation.provider | toString))) -}}
 {{- fail (printf "identity.workloadIdentityFederation.provider %q: want //iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/POOL/providers/PROVIDER (Terraform's publisher_chart_values output)" ($id.workloadIdentityFederation.provider | toString)) -}}
+{{- end -}}
+{{- if and $id.namespace (ne $id.namespace .Release.Namespace) -}}
+{{- fail (printf "identity.namespace %q: the Workload Identity binding is for that namespace's service account, but the release is in %q; install with -n %s, or change the cluster's namespace in Terraform" $id.namespace .Release.Namespace $id.namespace) -}}
+{{- end -}}
+{{- if not (regexMatch "^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$" (include "fleetcast-publisher.serviceAccountName" .)) -}}
+{{- fail (printf "serviceAccount.name %q: a Kubernetes name (DNS-1123 subdomain)" .Values.serviceAccount.name) -}}
 {{- end -}}
 {{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicas) 1) -}}
 {{- fail (printf "replicas %d with leaderElection.enabled false: every replica would publish; enable leader election or run one" (int .Values.replicas)) -}}

@@ -45,7 +45,9 @@ output "publisher_chart_values" {
         clusterLabels = c.labels
         project       = var.project_id
         topic         = google_pubsub_topic.events[name].name
-        identity      = { type = "gke", serviceAccount = google_service_account.publisher[name].email }
+        # The Workload Identity member is this namespace's account.
+        serviceAccount = { name = c.service_account }
+        identity       = { type = "gke", serviceAccount = google_service_account.publisher[name].email, namespace = c.namespace }
       } if c.workload_identity_federation == null
     },
     {
@@ -54,9 +56,12 @@ output "publisher_chart_values" {
         clusterLabels = c.labels
         project       = var.project_id
         topic         = google_pubsub_topic.events[name].name
+        # The provider admits only this namespace's account.
+        serviceAccount = { name = c.service_account }
         identity = {
           type                       = "workloadIdentityFederation"
           serviceAccount             = google_service_account.publisher[name].email
+          namespace                  = c.namespace
           workloadIdentityFederation = { provider = "//iam.googleapis.com/${google_iam_workload_identity_pool_provider.cluster[name].name}" }
         }
       }

@@ -106,6 +106,22 @@ variable "clusters" {
     error_message = "Cluster names must fit the publisher's service account ID <name_prefix>-pub-<cluster> in 30 characters: at most ${30 - length("${var.name_prefix}-pub-")} characters with name_prefix \"${var.name_prefix}\"."
   }
   validation {
+    # GKE's Workload Identity pool is the project's: every pod of every
+    # cluster of gke_project running as namespace/service_account is the
+    # one member PROJECT.svc.id.goog[NAMESPACE/NAME]. Two clusters sharing
+    # it would each be able to act as the other's publisher.
+    condition = alltrue([for member, names in {
+      for name, c in var.clusters : "${c.gke_project}.svc.id.goog[${c.namespace}/${c.service_account}]" => name... if c.gke_project != null
+    } : length(names) == 1])
+    error_message = "Clusters of one GKE project that share a namespace and Kubernetes service account share one Workload Identity member, and could publish as each other: ${join("; ", [for member, names in {
+      for name, c in var.clusters : "${c.gke_project}.svc.id.goog[${c.namespace}/${c.service_account}]" => name... if c.gke_project != null
+    } : "${join(" and ", names)} are all ${member}" if length(names) > 1])}. Give each its own service_account (such as \"fleetcast-publisher-<cluster>\") or namespace; the chart values Terraform outputs carry it."
+  }
+  validation {
+    condition     = alltrue([for c in values(var.clusters) : can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", c.namespace)) && can(regex("^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$", c.service_account))])
+    error_message = "Every cluster's namespace must be a DNS-1123 label and its service_account a DNS-1123 subdomain, as Kubernetes names them."
+  }
+  validation {
     condition     = alltrue([for c in values(var.clusters) : (c.gke_project == null) != (c.workload_identity_federation == null)])
     error_message = "Every cluster needs exactly one of gke_project (a GKE cluster) and workload_identity_federation (any other cluster)."
   }

@@ -459,8 +459,12 @@ run "a_cluster_outside_gke_federates_its_own_pool" {
     error_message = "the chart's values name the cluster's service account, topic and labels"
   }
   assert {
-    condition     = output.publisher_chart_values["pc-eu"].identity == { type = "gke", serviceAccount = "fleetcast-pub@studio-fleets.iam.gserviceaccount.com" }
-    error_message = "a GKE cluster's chart values use Workload Identity"
+    condition     = output.publisher_chart_values["pc-eu"].identity == { type = "gke", serviceAccount = "fleetcast-pub@studio-fleets.iam.gserviceaccount.com", namespace = "fleetcast" }
+    error_message = "a GKE cluster's chart values use Workload Identity, in the namespace the binding names"
+  }
+  assert {
+    condition     = output.publisher_chart_values["pc-eu"].serviceAccount.name == "fleetcast-publisher" && output.publisher_chart_values["eks-us"].serviceAccount.name == "fleetcast-publisher"
+    error_message = "the chart's Kubernetes service account is the one the Workload Identity binding names"
   }
 }
 
@@ -507,4 +511,30 @@ run "streams_per_instance_are_whole_and_within_cloud_run" {
     query_max_streams = 1001
   }
   expect_failures = [var.query_max_streams]
+}
+
+run "two_gke_clusters_of_one_project_cannot_share_an_identity" {
+  command = plan
+  variables {
+    clusters = {
+      "pc-eu"  = { gke_project = "studio-game-eu" }
+      "ps5-eu" = { gke_project = "studio-game-eu" }
+    }
+  }
+  expect_failures = [var.clusters]
+}
+
+run "two_gke_clusters_of_one_project_with_their_own_accounts" {
+  command = plan
+  variables {
+    clusters = {
+      "pc-eu"  = { gke_project = "studio-game-eu" }
+      "ps5-eu" = { gke_project = "studio-game-eu", service_account = "fleetcast-publisher-ps5-eu" }
+      "pc-us"  = { gke_project = "studio-game-us" }
+    }
+  }
+  assert {
+    condition     = google_service_account_iam_member.publisher_workload_identity["ps5-eu"].member == "serviceAccount:studio-game-eu.svc.id.goog[fleetcast/fleetcast-publisher-ps5-eu]" && output.publisher_chart_values["ps5-eu"].serviceAccount.name == "fleetcast-publisher-ps5-eu"
+    error_message = "each cluster's binding and chart values name its own account"
+  }
 }
