@@ -8,11 +8,16 @@ import (
 )
 
 // feedSize bounds the changes a view keeps for watches that catch up or
-// resume, whatever the rate of change: 16 384 changes, 1 MiB of pointers,
-// which keep alive the documents they point to (the states replaced since;
-// about 16 MiB at the 1 KiB of a typical fleet document). A watch further
-// behind restarts.
+// resume, whatever the rate of change: 16 384 changes, 1 MiB of pointers.
+// A watch further behind restarts.
 const feedSize = 1 << 14
+
+// DefaultFeedMaxBytes bounds, in bytes, the documents the feed keeps
+// alive that the view no longer holds: each change keeps the fleet's state
+// before it (the states replaced since). At the 1 KiB of a typical fleet
+// document 16 384 changes hold 16 MiB; at fleet.MaxStateBytes they would
+// hold 200 MiB, so the oldest changes go first past this bound.
+const DefaultFeedMaxBytes = 32 << 20
 
 // change is one change of the view: a live fleet's state before (nil
 // when it was not in the view) and after (nil when it left it), or, when
@@ -25,6 +30,8 @@ type change struct {
 	// The cluster's state before and after; a cluster without a
 	// document is unknown, and stale.
 	was, is clusterState
+	// bytes: of before, which only the feed may keep alive.
+	bytes int
 }
 
 // clusterState is what a watch needs of a cluster: whether the view has
@@ -46,12 +53,16 @@ func (a clusterState) same(b clusterState) bool {
 // fleetID returns the document ID of the fleet a fleet change is about.
 func (c *change) fleetID() string { return cmp.Or(c.after, c.before).Key().DocID() }
 
-// feed keeps the newest feedSize changes of the view, for the watches that
-// follow it, and wakes them when a sync adds some. The Service's lock
-// guards it.
+// feed keeps the newest changes of the view — at most feedSize, and no
+// more than maxBytes of the documents they alone keep alive — for the
+// watches that follow it, and wakes them when a sync adds some. The
+// Service's lock guards it.
 type feed struct {
 	seq       uint64   // of the newest change
 	ring      []change // change n at ring[(n-1) % feedSize]
+	held      int      // the newest changes held: seq-held+1 to seq
+	bytes     int      // of the documents the held changes keep alive
+	maxBytes  int      // DefaultFeedMaxBytes when 0
 	published uint64   // seq when updated was last closed
 	updated   chan struct{}
 }
@@ -59,11 +70,29 @@ type feed struct {
 func (f *feed) record(c change) {
 	f.seq++
 	c.seq = f.seq
+	c.bytes = docBytes(c.before)
 	if len(f.ring) < feedSize {
 		f.ring = append(f.ring, c)
-		return
+	} else {
+		if f.held == feedSize {
+			f.forget() // the oldest, overwritten
+		}
+		f.ring[(f.seq-1)%feedSize] = c
 	}
-	f.ring[(f.seq-1)%feedSize] = c
+	f.held++
+	f.bytes += c.bytes
+	limit := cmp.Or(f.maxBytes, DefaultFeedMaxBytes)
+	for f.bytes > limit && f.held > 1 {
+		f.forget()
+	}
+}
+
+// forget drops the oldest change held, and what it keeps alive.
+func (f *feed) forget() {
+	i := (f.seq - uint64(f.held)) % feedSize
+	f.bytes -= f.ring[i].bytes
+	f.ring[i] = change{seq: f.ring[i].seq}
+	f.held--
 }
 
 // publish wakes the watches waiting on updated, if a change was recorded
@@ -79,7 +108,7 @@ func (f *feed) publish() {
 
 // holds reports whether every change after seq is still kept.
 func (f *feed) holds(seq uint64) bool {
-	return seq <= f.seq && f.seq-seq <= uint64(len(f.ring))
+	return seq <= f.seq && f.seq-seq <= uint64(f.held)
 }
 
 // between yields the changes with a seq in (from, to], oldest first;

@@ -85,6 +85,9 @@ type Options struct {
 	Heartbeat time.Duration
 	// SyncTimeout bounds one sync (default 30 s).
 	SyncTimeout time.Duration
+	// FeedMaxBytes bounds the documents the feed of changes keeps alive
+	// (DefaultFeedMaxBytes); a watch further behind restarts.
+	FeedMaxBytes int
 	// MaxWatches bounds the watches (streams) an instance serves at
 	// once; past it, Watch refuses with ResourceExhausted
 	// (DefaultMaxWatches).
@@ -132,6 +135,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxWatches <= 0 {
 		o.MaxWatches = DefaultMaxWatches
 	}
+	if o.FeedMaxBytes <= 0 {
+		o.FeedMaxBytes = DefaultFeedMaxBytes
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -172,6 +178,7 @@ type Service struct {
 func NewService(src Source, opts Options) *Service {
 	s := &Service{src: src, opts: opts.withDefaults(), epoch: rand.Uint64() | 1, stepEvents: StepEvents}
 	s.view.feed.updated = make(chan struct{})
+	s.view.feed.maxBytes = s.opts.FeedMaxBytes
 	return s
 }
 

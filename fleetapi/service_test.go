@@ -755,3 +755,31 @@ func TestTheFeedIsBounded(t *testing.T) {
 	assert.EqualValues(t, feedSize+10, seqs[len(seqs)-1])
 	assert.False(t, f.holds(f.seq+1), "a seq this feed has not reached")
 }
+
+// TestTheFeedIsBoundedInBytes: the documents the feed alone keeps alive
+// (the states changes replaced) stay within its bound, the oldest changes
+// going first; what it holds, it holds whole.
+func TestTheFeedIsBoundedInBytes(t *testing.T) {
+	f := feed{updated: make(chan struct{}), maxBytes: 1 << 20}
+	big := doc("pc", "games", "a", map[string]string{}, 1, nil)
+	for i := range 100 {
+		big.Labels[fmt.Sprintf("example.com/label-%03d", i)] = strings.Repeat("v", 63)
+	}
+	per := docBytes(big)
+	require.Greater(t, per, 10_000)
+	for range 1000 {
+		f.record(change{before: big, after: big})
+	}
+	assert.LessOrEqual(t, f.bytes, 1<<20)
+	assert.Equal(t, (1<<20)/per, f.held, "as many of the newest as fit")
+	assert.True(t, f.holds(f.seq-uint64(f.held)))
+	assert.False(t, f.holds(f.seq-uint64(f.held)-1), "older ones are gone: a watch that far behind restarts")
+	n := 0
+	for c := range f.between(f.seq-uint64(f.held), f.seq) {
+		require.NotNil(t, c.before)
+		n++
+	}
+	assert.Equal(t, f.held, n)
+	evicted := f.ring[(f.seq-uint64(f.held)-1)%feedSize]
+	assert.Nil(t, evicted.before, "and what they kept alive is let go")
+}
