@@ -110,6 +110,9 @@ type Cluster struct {
 	// and lists of the largest capacity.
 	TotalsTruncated bool `json:"totalsTruncated"`
 	Stale           bool `json:"stale"`
+	// OverBudget: its fleets exceed the instance's memory budget and are
+	// left out of its view (it is stale) until its next full load.
+	OverBudget bool `json:"overBudget,omitempty"`
 }
 
 // ClusterList lists every cluster.

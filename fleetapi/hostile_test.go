@@ -1,8 +1,10 @@
 package fleetapi
 
 import (
+	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,4 +30,56 @@ func TestSumsOverClustersSaturate(t *testing.T) {
 	assert.Equal(t, int64(math.MaxInt64), lv.Values[0].ReadyReplicas, "saturated, not wrapped")
 	assert.Equal(t, int64(math.MaxInt64), lv.Values[0].AllocatedReplicas)
 	assert.Equal(t, int64(2), lv.Values[0].Fleets)
+}
+
+// TestAClusterPastTheViewsBudgetIsLeftOut: a cluster that creates fleets
+// without end makes the view exceed its budget in bytes: that cluster,
+// the one taking the most, leaves the view (answers, watches) and is
+// reported stale and over budget, while the others are answered whole; the
+// view stays within its bound; and the next full load, once the cluster
+// shrank, takes it back.
+func TestAClusterPastTheViewsBudgetIsLeftOut(t *testing.T) {
+	w := newWorld(t)
+	for i := range 5 {
+		w.put(doc("pc", "games", fmt.Sprintf("pc-%d", i), nil, 1, nil))
+	}
+	per := docBytes(doc("xbox", "games", "hog-0000", nil, 1, nil))
+	svc := w.service(Options{MaxViewBytes: 40 * per, Resync: time.Hour, TombstoneRetention: 24 * time.Hour})
+	require.NoError(t, svc.Sync(t.Context()))
+	c := newWatcher(t, svc, NewQuery())
+	c.step(false, -1)
+
+	for i := range 60 {
+		w.put(doc("xbox", "games", fmt.Sprintf("hog-%04d", i), nil, 1, nil))
+	}
+	w.settle()
+	require.NoError(t, svc.Sync(t.Context()))
+	assert.Equal(t, []string{"pc/games/pc-0", "pc/games/pc-1", "pc/games/pc-2", "pc/games/pc-3", "pc/games/pc-4"}, all(t, svc, NewQuery()))
+	q := NewQuery()
+	q.IncludeStale = true
+	assert.Len(t, all(t, svc, q), 5, "the hog's fleets are not held at all")
+	cl, err := svc.GetCluster(t.Context(), "xbox")
+	require.NoError(t, err)
+	assert.True(t, cl.Stale)
+	assert.True(t, cl.OverBudget)
+	svc.mu.RLock()
+	assert.LessOrEqual(t, svc.view.bytes, 40*per)
+	svc.mu.RUnlock()
+	c.step(false, -1)
+	assert.Equal(t, want(t, svc, c.q), c.fleets, "a watch follows")
+	assert.Equal(t, true, c.clusters["xbox"].Stale)
+
+	// The hog shrinks; the next full load takes it back.
+	for i := 10; i < 60; i++ {
+		w.remove("xbox", "games", fmt.Sprintf("hog-%04d", i))
+	}
+	w.clk.Add(2 * time.Hour)
+	w.heartbeat("xbox", 0)
+	w.heartbeat("pc", 0)
+	w.heartbeat("ps5", 0)
+	require.NoError(t, svc.Sync(t.Context()))
+	assert.Len(t, all(t, svc, NewQuery()), 15)
+	cl, err = svc.GetCluster(t.Context(), "xbox")
+	require.NoError(t, err)
+	assert.False(t, cl.OverBudget)
 }

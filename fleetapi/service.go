@@ -37,6 +37,10 @@ const (
 	// DefaultMaxStaleness is how old a view may be and still answer
 	// without waiting for a sync; see Options.MaxStaleness.
 	DefaultMaxStaleness = 250 * time.Millisecond
+	// DefaultMaxViewBytes bounds the view's fleet documents (docBytes):
+	// 10 000 fleets at fleet.MaxStateBytes take about 110 MiB, a typical
+	// fleet a tenth of one of those.
+	DefaultMaxViewBytes = 160 << 20
 	// DefaultMaxWatches is how many watches an instance serves at once:
 	// each holds at most a chunk of StepEvents events, a few KiB of
 	// buffers and the socket's (BENCHMARKS.md measures them), so that
@@ -85,6 +89,12 @@ type Options struct {
 	Heartbeat time.Duration
 	// SyncTimeout bounds one sync (default 30 s).
 	SyncTimeout time.Duration
+	// MaxViewBytes bounds the fleet documents the view holds, by
+	// docBytes (DefaultMaxViewBytes). Past it, the cluster whose fleets
+	// take the most is left out and reported stale until the next full
+	// load finds room for it: one cluster creating fleets without end
+	// cannot exhaust the instance that answers for all.
+	MaxViewBytes int
 	// FeedMaxBytes bounds the documents the feed of changes keeps alive
 	// (DefaultFeedMaxBytes); a watch further behind restarts.
 	FeedMaxBytes int
@@ -138,6 +148,9 @@ func (o Options) withDefaults() Options {
 	if o.FeedMaxBytes <= 0 {
 		o.FeedMaxBytes = DefaultFeedMaxBytes
 	}
+	if o.MaxViewBytes <= 0 {
+		o.MaxViewBytes = DefaultMaxViewBytes
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -179,6 +192,8 @@ func NewService(src Source, opts Options) *Service {
 	s := &Service{src: src, opts: opts.withDefaults(), epoch: rand.Uint64() | 1, stepEvents: StepEvents}
 	s.view.feed.updated = make(chan struct{})
 	s.view.feed.maxBytes = s.opts.FeedMaxBytes
+	s.view.maxBytes = s.opts.MaxViewBytes
+	s.view.clusterBytes, s.view.overBudget = map[string]int{}, map[string]bool{}
 	return s
 }
 
@@ -206,7 +221,7 @@ func (s *Service) Read(ctx context.Context) (*Read, error) {
 	h := fnv.New64a()
 	h.Write(binary.LittleEndian.AppendUint64(nil, s.view.digest))
 	for _, name := range slices.Sorted(maps.Keys(s.view.clusters)) {
-		st := IsStale(s.view.clusters[name], r.now, s.opts.StaleAfter)
+		st := IsStale(s.view.clusters[name], r.now, s.opts.StaleAfter) || s.view.overBudget[name]
 		r.stale[name] = st
 		if st {
 			h.Write([]byte(name + "\x00"))
@@ -292,7 +307,9 @@ func (r *Read) Fleet(k fleet.Key) (Fleet, error) {
 func (r *Read) Clusters() ClusterList {
 	out := ClusterList{Items: make([]Cluster, 0, len(r.s.view.clusters))}
 	for _, name := range slices.Sorted(maps.Keys(r.s.view.clusters)) {
-		out.Items = append(out.Items, NewCluster(r.s.view.clusters[name], r.stale[name]))
+		c := NewCluster(r.s.view.clusters[name], r.stale[name])
+		c.OverBudget = r.s.view.overBudget[name]
+		out.Items = append(out.Items, c)
 	}
 	return out
 }
@@ -306,7 +323,9 @@ func (r *Read) Cluster(name string) (Cluster, error) {
 	if !ok {
 		return Cluster{}, notFound("cluster %s: not found", name)
 	}
-	return NewCluster(c, r.stale[name]), nil
+	out := NewCluster(c, r.stale[name])
+	out.OverBudget = r.s.view.overBudget[name]
+	return out, nil
 }
 
 // Labels sums the live fleets carrying label key by value; fleets of stale

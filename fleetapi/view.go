@@ -1,6 +1,7 @@
 package fleetapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -39,9 +40,10 @@ type Follower interface {
 
 // entry is one live fleet of the view.
 type entry struct {
-	id   string // the document ID: (cluster, namespace, name) order
-	doc  *fleet.Document
-	hash uint64
+	id    string // the document ID: (cluster, namespace, name) order
+	doc   *fleet.Document
+	hash  uint64
+	bytes int // docBytes(doc)
 }
 
 // view is the in-memory state of the live fleets and clusters, kept
@@ -79,6 +81,18 @@ type view struct {
 	// feed records the changes of fleets and of clusters' states after
 	// the first load.
 	feed feed
+
+	// maxBytes bounds bytes, the docBytes of the fleets held; clusterBytes
+	// are each cluster's. Past it the cluster holding the most is
+	// overBudget: its fleets leave the view, which takes none of its
+	// documents until its next full load finds room, and it is stale.
+	// evicted lists the clusters that went over since the caller last
+	// looked (to log them).
+	maxBytes     int
+	bytes        int
+	clusterBytes map[string]int
+	overBudget   map[string]bool
+	evicted      []string
 }
 
 func fleetHash(id string, d *fleet.Document) uint64 {
@@ -111,6 +125,7 @@ func (v *view) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument)
 		v.shown = make(map[string]shown, len(clusters))
 	}
 	v.digest = 0
+	v.bytes, v.clusterBytes, v.overBudget = 0, map[string]int{}, map[string]bool{}
 	for _, d := range fleets {
 		if d.Deleted {
 			continue
@@ -118,10 +133,26 @@ func (v *view) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument)
 		id := d.Key().DocID()
 		if old, ok := v.byID[id]; ok { // never twice in one read; be safe
 			v.digest ^= old.hash
+			v.bytes -= old.bytes
+			v.clusterBytes[old.doc.Cluster] -= old.bytes
 		}
-		e := &entry{id: id, doc: d, hash: fleetHash(id, d)}
+		e := &entry{id: id, doc: d, hash: fleetHash(id, d), bytes: docBytes(d)}
 		v.byID[id] = e
 		v.digest ^= e.hash
+		v.bytes += e.bytes
+		v.clusterBytes[d.Cluster] += e.bytes
+	}
+	for v.bytes > v.limit() {
+		c := v.largest()
+		v.overBudget[c], v.evicted = true, append(v.evicted, c)
+		for id, e := range v.byID {
+			if e.doc.Cluster == c {
+				v.digest ^= e.hash
+				delete(v.byID, id)
+			}
+		}
+		v.bytes -= v.clusterBytes[c]
+		delete(v.clusterBytes, c)
 	}
 	for _, e := range v.byID {
 		v.sorted = append(v.sorted, e)
@@ -165,12 +196,11 @@ func (v *view) putFleet(d *fleet.Document) bool {
 		if !ok {
 			return false
 		}
-		v.digest ^= old.hash
-		delete(v.byID, id)
-		i, _ := slices.BinarySearchFunc(v.sorted, id, func(e *entry, id string) int { return strings.Compare(e.id, id) })
-		v.sorted = slices.Delete(v.sorted, i, i+1)
-		v.feed.record(change{before: old.doc})
+		v.remove(old)
 		return true
+	}
+	if v.overBudget[d.Cluster] {
+		return false // not held until the next full load
 	}
 	h := fleetHash(id, d)
 	if ok {
@@ -179,16 +209,60 @@ func (v *view) putFleet(d *fleet.Document) bool {
 		}
 		v.digest ^= old.hash ^ h
 		v.feed.record(change{before: old.doc, after: d})
-		old.doc, old.hash = d, h
-		return true
+		n := docBytes(d)
+		v.bytes += n - old.bytes
+		v.clusterBytes[d.Cluster] += n - old.bytes
+		old.doc, old.hash, old.bytes = d, h, n
+	} else {
+		e := &entry{id: id, doc: d, hash: h, bytes: docBytes(d)}
+		v.byID[id] = e
+		v.digest ^= h
+		v.bytes += e.bytes
+		v.clusterBytes[d.Cluster] += e.bytes
+		i, _ := slices.BinarySearchFunc(v.sorted, id, func(e *entry, id string) int { return strings.Compare(e.id, id) })
+		v.sorted = slices.Insert(v.sorted, i, e)
+		v.feed.record(change{after: d})
 	}
-	e := &entry{id: id, doc: d, hash: h}
-	v.byID[id] = e
-	v.digest ^= h
-	i, _ := slices.BinarySearchFunc(v.sorted, id, func(e *entry, id string) int { return strings.Compare(e.id, id) })
-	v.sorted = slices.Insert(v.sorted, i, e)
-	v.feed.record(change{after: d})
+	for v.bytes > v.limit() {
+		v.evict(v.largest())
+	}
 	return true
+}
+
+func (v *view) limit() int { return cmp.Or(v.maxBytes, DefaultMaxViewBytes) }
+
+// remove takes a fleet out of the view, recording it in the feed.
+func (v *view) remove(e *entry) {
+	v.digest ^= e.hash
+	delete(v.byID, e.id)
+	v.bytes -= e.bytes
+	v.clusterBytes[e.doc.Cluster] -= e.bytes
+	i, _ := slices.BinarySearchFunc(v.sorted, e.id, func(x *entry, id string) int { return strings.Compare(x.id, id) })
+	v.sorted = slices.Delete(v.sorted, i, i+1)
+	v.feed.record(change{before: e.doc})
+}
+
+// largest is the cluster whose fleets take the most of the view, the
+// first by name of those that tie.
+func (v *view) largest() string {
+	best := ""
+	for c, n := range v.clusterBytes {
+		if best == "" || n > v.clusterBytes[best] || n == v.clusterBytes[best] && c < best {
+			best = c
+		}
+	}
+	return best
+}
+
+// evict takes every fleet of cluster out of the view, which holds none
+// of its documents until its next full load (see view.maxBytes).
+func (v *view) evict(cluster string) {
+	v.overBudget[cluster], v.evicted = true, append(v.evicted, cluster)
+	i, _ := slices.BinarySearchFunc(v.sorted, cluster, func(e *entry, c string) int { return strings.Compare(e.doc.Cluster, c) })
+	for i < len(v.sorted) && v.sorted[i].doc.Cluster == cluster {
+		v.remove(v.sorted[i])
+	}
+	delete(v.clusterBytes, cluster)
 }
 
 // putCluster keeps a cluster's newest document, and records in the feed a
@@ -247,7 +321,7 @@ func (v *view) judge(now time.Time, staleAfter time.Duration) {
 }
 
 func (v *view) judgeOne(name string, now time.Time, staleAfter time.Duration, record bool) {
-	st := IsStale(v.clusters[name], now, staleAfter)
+	st := IsStale(v.clusters[name], now, staleAfter) || v.overBudget[name]
 	old, known := v.stale[name]
 	if known && old == st {
 		return
@@ -448,6 +522,7 @@ func (s *Service) syncOnce(ctx context.Context, started time.Time, strict bool) 
 		s.view.clustersSince = point
 		s.view.judge(s.opts.Now(), s.opts.StaleAfter)
 		s.view.feed.publish()
+		s.reportEvicted()
 		s.opts.Log.Info("query view loaded", "fleets", len(s.view.sorted), "clusters", len(s.view.clusters),
 			"tookMillis", s.opts.Now().Sub(started).Milliseconds())
 		return nil
@@ -490,6 +565,7 @@ func (s *Service) syncOnce(ctx context.Context, started time.Time, strict bool) 
 	}
 	s.view.judge(s.opts.Now(), s.opts.StaleAfter)
 	s.view.feed.publish()
+	s.reportEvicted()
 	return nil
 }
 
@@ -534,6 +610,17 @@ func (s *Service) heard(p fleet.Page[fleet.Document], readTime time.Time) {
 	v.lastSync = maxTime(v.lastSync, readTime)
 	v.fleetsSince = maxTime(v.fleetsSince, readTime.Add(-s.opts.CommitLag))
 	v.feed.publish()
+	s.reportEvicted()
+}
+
+// reportEvicted logs the clusters the view left out since it last did,
+// at ERROR: the lock is held.
+func (s *Service) reportEvicted() {
+	for _, c := range s.view.evicted {
+		s.opts.Log.Error("query view: a cluster's fleets exceed the instance's memory budget (VIEW_MAX_BYTES); it is left out, reported stale, until the next full load finds room",
+			logging.KeyCluster, c, "viewBytes", s.view.bytes, "maxViewBytes", s.view.limit())
+	}
+	s.view.evicted = nil
 }
 
 func (s *Service) unreadable(collection string, ids []string) {

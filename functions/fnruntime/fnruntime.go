@@ -6,10 +6,12 @@ package fnruntime
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Lazy makes a value on first use. A failure is returned, not remembered:
@@ -65,4 +67,19 @@ func Duration(getenv func(string) string, name string, def time.Duration) (time.
 		return 0, fmt.Errorf("%s=%q: want a positive duration such as %v", name, v, def)
 	}
 	return d, nil
+}
+
+// Bytes reads a positive size from the variable name — a number of bytes,
+// or a Kubernetes quantity such as 160Mi — def when unset.
+func Bytes(getenv func(string) string, name string, def int) (int, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	q, err := resource.ParseQuantity(v)
+	n, ok := q.AsInt64()
+	if err != nil || !ok || n <= 0 || n > math.MaxInt32*64 {
+		return 0, fmt.Errorf("%s=%q: want a positive size such as %dMi (bytes, or a quantity: Ki, Mi, Gi)", name, v, def>>20)
+	}
+	return int(n), nil
 }

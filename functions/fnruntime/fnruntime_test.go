@@ -45,3 +45,17 @@ func TestDuration(t *testing.T) {
 		assert.ErrorContains(t, err, name)
 	}
 }
+
+func TestBytes(t *testing.T) {
+	env := map[string]string{"MI": "160Mi", "RAW": "1048576", "BAD": "lots", "NEG": "-1Mi", "FRACTION": "0.5"}
+	get := func(k string) string { return env[k] }
+	for name, want := range map[string]int{"UNSET": 7 << 20, "MI": 160 << 20, "RAW": 1 << 20} {
+		n, err := fnruntime.Bytes(get, name, 7<<20)
+		require.NoError(t, err, name)
+		assert.Equal(t, want, n, name)
+	}
+	for _, name := range []string{"BAD", "NEG", "FRACTION"} {
+		_, err := fnruntime.Bytes(get, name, 7<<20)
+		assert.ErrorContains(t, err, name+"=")
+	}
+}

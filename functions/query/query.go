@@ -356,7 +356,8 @@ type Config struct {
 
 // ConfigFromEnv reads STALE_AFTER, MAX_STALENESS (0: every answer waits
 // for a sync), CLUSTER_REFRESH, COMMIT_LAG, WATCH_POLL, HEARTBEAT,
-// STREAM_WRITE_TIMEOUT, MAX_STREAMS and LOG_LEVEL.
+// STREAM_WRITE_TIMEOUT, MAX_STREAMS, VIEW_MAX_BYTES, FEED_MAX_BYTES and
+// LOG_LEVEL.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	var err error
@@ -381,6 +382,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	if c.StreamWriteTimeout, err = fnruntime.Duration(getenv, "STREAM_WRITE_TIMEOUT", DefaultStreamWriteTimeout); err != nil {
+		return Config{}, err
+	}
+	if c.View.MaxViewBytes, err = fnruntime.Bytes(getenv, "VIEW_MAX_BYTES", fleetapi.DefaultMaxViewBytes); err != nil {
+		return Config{}, err
+	}
+	if c.View.FeedMaxBytes, err = fnruntime.Bytes(getenv, "FEED_MAX_BYTES", fleetapi.DefaultFeedMaxBytes); err != nil {
 		return Config{}, err
 	}
 	if v := getenv("MAX_STREAMS"); v != "" {

@@ -480,6 +480,8 @@ resource "google_cloudfunctions2_function" "query" {
       HEARTBEAT            = var.query_heartbeat
       MAX_STREAMS          = min(var.query_max_streams, var.query_concurrency)
       STREAM_WRITE_TIMEOUT = var.query_stream_write_timeout
+      VIEW_MAX_BYTES       = var.query_max_view_bytes
+      FEED_MAX_BYTES       = var.query_feed_max_bytes
     })
   }
   depends_on = [time_sleep.services, time_sleep.build_roles]

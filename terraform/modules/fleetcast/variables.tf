@@ -324,6 +324,26 @@ variable "query_max_streams" {
   }
 }
 
+variable "query_max_view_bytes" {
+  type        = string
+  description = "The fleet documents one query instance holds in memory (VIEW_MAX_BYTES, a quantity such as 160Mi): 10 000 fleets at their largest take about 110 MiB. Past it the cluster whose fleets take the most is left out, reported stale and overBudget, until a full load finds room. Keep it well below the instance's 512 MiB."
+  default     = "160Mi"
+  validation {
+    condition     = can(regex("^[1-9][0-9]*(Ki|Mi|Gi)?$", var.query_max_view_bytes))
+    error_message = "query_max_view_bytes must be a positive number of bytes or a quantity in Ki, Mi or Gi, such as 160Mi."
+  }
+}
+
+variable "query_feed_max_bytes" {
+  type        = string
+  description = "The replaced fleet states one query instance keeps for resuming streams (FEED_MAX_BYTES, a quantity such as 32Mi); a stream further behind restarts."
+  default     = "32Mi"
+  validation {
+    condition     = can(regex("^[1-9][0-9]*(Ki|Mi|Gi)?$", var.query_feed_max_bytes))
+    error_message = "query_feed_max_bytes must be a positive number of bytes or a quantity in Ki, Mi or Gi, such as 32Mi."
+  }
+}
+
 variable "query_stream_write_timeout" {
   type        = string
   description = "How long one message of a watch stream may take to write (STREAM_WRITE_TIMEOUT): a client that reads nothing for that long is dropped, and resumes (Go duration)."
