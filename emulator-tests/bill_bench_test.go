@@ -523,12 +523,11 @@ func requireViewsMatch(tb testing.TB, ns *kubetest.Namespace, projection publish
 	require.Len(tb, want, fleets)
 	for name, store := range stores {
 		require.EventuallyWithT(tb, func(t *assert.CollectT) {
-			live, err := store.LiveFleets(tb.Context())
-			require.NoError(t, err)
 			got := map[string]string{}
-			for _, d := range live.Docs {
+			_, err := store.LiveFleets(tb.Context(), func(d *fleet.Document) {
 				got[d.Name] = statusLine(d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AllocatedReplicas)
-			}
+			})
+			require.NoError(t, err)
 			assert.Equal(t, want, got, "%s's Firestore view differs from the API server", name)
 		}, 30*time.Second, 500*time.Millisecond)
 	}

@@ -35,9 +35,12 @@ const (
 // (CauseView and CauseListen): Billing has every cause.
 func (s *Store) Reads() int64 { return s.billed.reads[byView].Load() + s.billed.reads[byListen].Load() }
 
-// LiveFleets returns every live fleet: the full load of a reader's view.
-func (s *Store) LiveFleets(ctx context.Context) (fleet.Page[fleet.Document], error) {
-	return readAll[fleet.Document](s, s.client.Collection(FleetsCollection).Where(fieldDeleted, "==", false).Documents(ctx))
+// LiveFleets calls each with every live fleet, in document ID order
+// (cluster, namespace, name), as it is read — the full load of a
+// reader's view, which need not hold what it does not keep — and returns
+// the IDs of those it could not decode.
+func (s *Store) LiveFleets(ctx context.Context, each func(*fleet.Document)) ([]string, error) {
+	return eachDoc(s, s.client.Collection(FleetsCollection).Where(fieldDeleted, "==", false).Documents(ctx), each)
 }
 
 // Clusters returns every cluster document.
@@ -142,24 +145,36 @@ func decode[T any](snap *firestore.DocumentSnapshot) (*T, error) {
 
 // readAll decodes every document of it, counting the reads.
 func readAll[T any](s *Store, it *firestore.DocumentIterator) (fleet.Page[T], error) {
-	defer it.Stop()
 	var p fleet.Page[T]
+	bad, err := eachDoc(s, it, func(d *T) { p.Docs = append(p.Docs, d) })
+	if err != nil {
+		return fleet.Page[T]{}, err
+	}
+	p.Unreadable = bad
+	return p, nil
+}
+
+// eachDoc calls each with every document it reads, decoded, and returns
+// the IDs of those it could not decode.
+func eachDoc[T any](s *Store, it *firestore.DocumentIterator, each func(*T)) ([]string, error) {
+	defer it.Stop()
+	var bad []string
 	n := int64(0)
 	defer func() { s.billed.read(byView, max(1, n)) }()
 	for {
 		snap, err := it.Next()
 		if errors.Is(err, iterator.Done) {
-			return p, nil
+			return bad, nil
 		}
 		if err != nil {
-			return fleet.Page[T]{}, fmt.Errorf("list documents: %w", err)
+			return nil, fmt.Errorf("list documents: %w", err)
 		}
 		n++
 		v, err := decode[T](snap)
 		if err != nil {
-			p.Unreadable = append(p.Unreadable, snap.Ref.ID)
+			bad = append(bad, snap.Ref.ID)
 			continue
 		}
-		p.Docs = append(p.Docs, v)
+		each(v)
 	}
 }

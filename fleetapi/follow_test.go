@@ -153,10 +153,10 @@ func (r *racing) FleetsWrittenSince(ctx context.Context, since time.Time) (fleet
 	return p, err
 }
 
-func (r *racing) LiveFleets(ctx context.Context) (fleet.Page[fleet.Document], error) {
-	p, err := r.Listening.LiveFleets(ctx)
+func (r *racing) LiveFleets(ctx context.Context, each func(*fleet.Document)) ([]string, error) {
+	bad, err := r.Listening.LiveFleets(ctx, each)
 	r.hook()
-	return p, err
+	return bad, err
 }
 
 // TestASyncNeverStepsBackOverTheListener: a sync whose read predates what

@@ -83,3 +83,36 @@ func TestAClusterPastTheViewsBudgetIsLeftOut(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, cl.OverBudget)
 }
+
+// TestALoadHoldsNoMoreThanTheView: a full load admits documents as they
+// are read, so that it never holds more than the view may, however many a
+// cluster has: the one over budget is dropped as it grows, and its later
+// documents are not kept.
+func TestALoadHoldsNoMoreThanTheView(t *testing.T) {
+	per := docBytes(doc("xbox", "games", "hog-0000", nil, 1, nil))
+	l := newLoading(40 * per)
+	for i := range 5 {
+		l.add(doc("pc", "games", fmt.Sprintf("pc-%d", i), nil, 1, nil))
+	}
+	for i := range 1000 {
+		l.add(doc("xbox", "games", fmt.Sprintf("hog-%04d", i), nil, 1, nil))
+		require.LessOrEqual(t, l.bytes, 40*per)
+	}
+	for i := range 5 {
+		l.add(doc("zz", "games", fmt.Sprintf("zz-%d", i), nil, 1, nil))
+	}
+	assert.Equal(t, map[string]bool{"xbox": true}, l.overBudget)
+	assert.Len(t, l.docs(), 10, "pc's and zz's")
+
+	// A new instance loads a store where one cluster is over budget.
+	w := newWorld(t)
+	w.put(doc("pc", "games", "pc-0", nil, 1, nil))
+	for i := range 100 {
+		w.put(doc("xbox", "games", fmt.Sprintf("hog-%04d", i), nil, 1, nil))
+	}
+	svc := w.service(Options{MaxViewBytes: 40 * per})
+	assert.Equal(t, []string{"pc/games/pc-0"}, all(t, svc, NewQuery()))
+	cl, err := svc.GetCluster(t.Context(), "xbox")
+	require.NoError(t, err)
+	assert.True(t, cl.Stale && cl.OverBudget)
+}

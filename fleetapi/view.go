@@ -19,7 +19,9 @@ import (
 // documents written since a point, tombstones included.
 // firestoredb.Store is the Source of a deployment.
 type Source interface {
-	LiveFleets(ctx context.Context) (fleet.Page[fleet.Document], error)
+	// LiveFleets calls each with every live fleet, in document ID order,
+	// as it reads them, and returns the IDs of those it cannot decode.
+	LiveFleets(ctx context.Context, each func(*fleet.Document)) ([]string, error)
 	Clusters(ctx context.Context) (fleet.Page[fleet.ClusterDocument], error)
 	FleetsWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.Document], error)
 	ClustersWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.ClusterDocument], error)
@@ -114,9 +116,61 @@ func clusterHash(c *fleet.ClusterDocument) uint64 {
 	return h.Sum64()
 }
 
-// load replaces the view's content with a full read. A reload records
-// in the feed what differs from the content it replaces.
-func (v *view) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument) {
+// loading admits the documents of a full load as they are read: past the
+// view's budget the cluster holding the most is dropped, and its later
+// documents are not kept, so that a load holds no more than the view may.
+type loading struct {
+	limit, bytes int
+	byCluster    map[string]map[string]*fleet.Document
+	clusterBytes map[string]int
+	overBudget   map[string]bool
+}
+
+func newLoading(limit int) *loading {
+	return &loading{limit: limit, byCluster: map[string]map[string]*fleet.Document{}, clusterBytes: map[string]int{}, overBudget: map[string]bool{}}
+}
+
+func (l *loading) add(d *fleet.Document) {
+	if d.Deleted || l.overBudget[d.Cluster] {
+		return
+	}
+	m := l.byCluster[d.Cluster]
+	if m == nil {
+		m = map[string]*fleet.Document{}
+		l.byCluster[d.Cluster] = m
+	}
+	id := d.Key().DocID()
+	if old, ok := m[id]; ok { // never twice in one read; be safe
+		l.bytes -= docBytes(old)
+		l.clusterBytes[d.Cluster] -= docBytes(old)
+	}
+	n := docBytes(d)
+	m[id] = d
+	l.bytes += n
+	l.clusterBytes[d.Cluster] += n
+	for l.bytes > l.limit {
+		c := largestOf(l.clusterBytes)
+		l.overBudget[c] = true
+		l.bytes -= l.clusterBytes[c]
+		delete(l.clusterBytes, c)
+		delete(l.byCluster, c)
+	}
+}
+
+func (l *loading) docs() []*fleet.Document {
+	var out []*fleet.Document
+	for _, m := range l.byCluster {
+		for _, d := range m {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// load replaces the view's content with a full read, of which the
+// clusters overBudget were left out. A reload records in the feed what
+// differs from the content it replaces.
+func (v *view) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument, overBudget map[string]bool) {
 	prev := v.byID
 	v.byID = make(map[string]*entry, len(fleets))
 	v.sorted = make([]*entry, 0, len(fleets))
@@ -125,9 +179,12 @@ func (v *view) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument)
 		v.shown = make(map[string]shown, len(clusters))
 	}
 	v.digest = 0
-	v.bytes, v.clusterBytes, v.overBudget = 0, map[string]int{}, map[string]bool{}
+	v.bytes, v.clusterBytes, v.overBudget = 0, map[string]int{}, maps.Clone(overBudget)
+	for c := range overBudget {
+		v.evicted = append(v.evicted, c)
+	}
 	for _, d := range fleets {
-		if d.Deleted {
+		if d.Deleted || v.overBudget[d.Cluster] {
 			continue
 		}
 		id := d.Key().DocID()
@@ -242,12 +299,15 @@ func (v *view) remove(e *entry) {
 	v.feed.record(change{before: e.doc})
 }
 
-// largest is the cluster whose fleets take the most of the view, the
-// first by name of those that tie.
-func (v *view) largest() string {
+// largest is the cluster whose fleets take the most of the view.
+func (v *view) largest() string { return largestOf(v.clusterBytes) }
+
+// largestOf is the cluster of the most bytes, the first by name of those
+// that tie.
+func largestOf(clusterBytes map[string]int) string {
 	best := ""
-	for c, n := range v.clusterBytes {
-		if best == "" || n > v.clusterBytes[best] || n == v.clusterBytes[best] && c < best {
+	for c, n := range clusterBytes {
+		if best == "" || n > clusterBytes[best] || n == clusterBytes[best] && c < best {
 			best = c
 		}
 	}
@@ -502,7 +562,10 @@ func (s *Service) syncOnce(ctx context.Context, started time.Time, strict bool) 
 	}()
 
 	if full {
-		fleets, err := s.src.LiveFleets(ctx)
+		// Admitted as they are read: a load holds no more than the
+		// view may (MaxViewBytes), whatever the store holds.
+		l := newLoading(s.view.limit())
+		bad, err := s.src.LiveFleets(ctx, func(d *fleet.Document) { l.add(s.answerable([]*fleet.Document{d})[0]) })
 		if err != nil {
 			return storeErr(err)
 		}
@@ -510,12 +573,12 @@ func (s *Service) syncOnce(ctx context.Context, started time.Time, strict bool) 
 		if err != nil {
 			return storeErr(err)
 		}
-		s.unreadable("fleets", fleets.Unreadable)
+		s.unreadable("fleets", bad)
 		s.unreadable("clusters", clusters.Unreadable)
-		docs, cdocs := s.answerable(fleets.Docs), s.answerableClusters(clusters.Docs)
+		cdocs := s.answerableClusters(clusters.Docs)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.view.load(withJournal(docs, s.view.journal), cdocs)
+		s.view.load(withJournal(l.docs(), s.view.journal), cdocs, l.overBudget)
 		s.view.lastLoad, s.view.lastClusterSync = started, started
 		s.view.lastSync = maxTime(s.view.lastSync, started)
 		s.view.fleetsSince = maxTime(s.view.fleetsSince, point)

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,9 +77,17 @@ func (m *Memory) Reads() int64 {
 	return m.reads
 }
 
-// LiveFleets implements fleetapi.Source.
-func (m *Memory) LiveFleets(context.Context) (fleet.Page[fleet.Document], error) {
-	return read(m, m.fleets, func(d fleet.Document) bool { return !d.Deleted }, fleetWritten)
+// LiveFleets implements fleetapi.Source: in document ID order.
+func (m *Memory) LiveFleets(_ context.Context, each func(*fleet.Document)) ([]string, error) {
+	p, err := read(m, m.fleets, func(d fleet.Document) bool { return !d.Deleted }, fleetWritten)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(p.Docs, func(a, b *fleet.Document) int { return strings.Compare(a.Key().DocID(), b.Key().DocID()) })
+	for _, d := range p.Docs {
+		each(d)
+	}
+	return p.Unreadable, nil
 }
 
 // Clusters implements fleetapi.Source.
