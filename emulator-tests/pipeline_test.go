@@ -51,6 +51,14 @@ func newPipeline(tb testing.TB) *pipeline {
 
 func newPipelineTo(tb testing.TB, fn *function) *pipeline {
 	tb.Helper()
+	require.NotNil(tb, fn, "the function instance did not start (see TestMain's output)")
+	return newPipelineVia(tb, fn, fn.url)
+}
+
+// newPipelineVia is newPipelineTo pushing to base (something in front of
+// fn, such as cloudRun) rather than to fn itself.
+func newPipelineVia(tb testing.TB, fn *function, base string) *pipeline {
+	tb.Helper()
 	emulator.Host(tb, emulator.FirestoreHostEnv)
 	emulator.Host(tb, emulator.PubSubHostEnv)
 	require.NotNil(tb, fn, "the function instance did not start (see TestMain's output)")
@@ -66,7 +74,7 @@ func newPipelineTo(tb testing.TB, fn *function) *pipeline {
 		Name:  "projects/" + project + "/subscriptions/" + subID,
 		Topic: pubsubtopic.TopicName(project, topicID),
 		// The framework takes the CloudEvent's source topic from the path.
-		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: pushURL(fn, cluster)},
+		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: base + pubsubtopic.TopicName(project, topicOf(cluster))},
 		AckDeadlineSeconds:    10,
 		EnableMessageOrdering: true,
 	})
@@ -92,6 +100,14 @@ func topicOf(cluster string) string { return ingest.DefaultTopicPrefix + cluster
 // fn: the path names the topic, as Terraform's push endpoint does.
 func pushURL(fn *function, cluster string) string {
 	return fn.url + pubsubtopic.TopicName(project, topicOf(cluster))
+}
+
+// mustMessage is ev as the publisher sends it.
+func mustMessage(tb testing.TB, ev fleet.Event) *pubsub.Message {
+	tb.Helper()
+	msg, err := pubsubtopic.Message(ev)
+	require.NoError(tb, err)
+	return msg
 }
 
 // topicSource is a cluster's topic as a CloudEvent's source names it.

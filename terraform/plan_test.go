@@ -162,9 +162,13 @@ func TestEnvironmentsSizeTheirSubscriptionsByThePlatformsRules(t *testing.T) {
 			// A start-up republish is never dead-lettered.
 			retry := first(t, sub.Values["retry_policy"])
 			sc := first(t, ingestFn.Values["service_config"])
+			share, err := strconv.Atoi(sc["environment_variables"].(map[string]any)["MAX_CLUSTER_IN_FLIGHT"].(string))
+			require.NoError(t, err, "MAX_CLUSTER_IN_FLIGHT")
+			concurrency := int(sc["max_instance_request_concurrency"].(float64))
+			assert.Less(t, share, concurrency, "a cluster's share leaves room for the others")
 			assert.NoError(t, absorbsRepublish(
 				int(sc["max_instance_count"].(float64)),
-				int(sc["max_instance_request_concurrency"].(float64)),
+				min(concurrency, share), // one cluster's republish gets its share
 				attempts,
 				mustDuration(t, retry["minimum_backoff"].(string)),
 				mustDuration(t, retry["maximum_backoff"].(string)),
@@ -223,8 +227,8 @@ func absorbsRepublish(maxInstances, concurrency, attempts int, minBackoff, maxBa
 func TestTheRepublishRuleRefusesTheSizesThatDeadLettered(t *testing.T) {
 	// dev before: 3 instances × concurrency 1, 10 attempts from 1 s.
 	assert.Error(t, absorbsRepublish(3, 1, 10, time.Second, maxBackoff))
-	// dev now: 3 instances × 8, 20 attempts from 10 s.
-	assert.NoError(t, absorbsRepublish(3, 8, 20, 10*time.Second, maxBackoff))
+	// dev now: 3 instances × 8, one cluster's share 4, 20 attempts from 10 s.
+	assert.NoError(t, absorbsRepublish(3, 4, 20, 10*time.Second, maxBackoff))
 	assert.Error(t, absorbsRepublish(1, 1, 20, 10*time.Second, maxBackoff))
 }
 

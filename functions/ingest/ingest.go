@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"regexp"
 	"strconv"
@@ -76,6 +77,9 @@ type Handler struct {
 	unchanged      map[fleet.Outcome]int64
 	unchangedTotal map[fleet.Outcome]int64
 	lastSummary    time.Time
+	// share keeps one cluster from taking every request this instance
+	// serves at once.
+	share share
 }
 
 // SummaryInterval is how often, at most, an instance logs how many events
@@ -130,6 +134,12 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 			logging.KeyMessageID, id, logging.KeyTopic, topic, logging.KeyReason, err.Error())
 		return nil
 	}
+	release, ok := h.share.admit(topicCluster, ev.Kind == fleet.KindSnapshot, h.cfg.MaxClusterInFlight)
+	if !ok {
+		h.askedBack(ctx, topicCluster)
+		return fmt.Errorf("message %s: %w", id, ErrOverShare)
+	}
+	defer release()
 	attrs := []any{
 		logging.KeyMessageID, id,
 		logging.KeyKind, string(ev.Kind),
@@ -224,6 +234,69 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 	return nil
 }
 
+// ErrOverShare asks for a message again: its cluster already has its share
+// of the requests this instance serves at once (Config.MaxClusterInFlight).
+// Pub/Sub's push window for that cluster's subscription shrinks with each
+// such answer, so a cluster flooding its topic is slowed at its source,
+// and the instance keeps room for the others' events and heartbeats.
+var ErrOverShare = errors.New("its cluster has its share of this instance's requests in flight; asking for it again")
+
+// share counts each cluster's events in flight on this instance.
+type share struct {
+	mu        sync.Mutex
+	events    map[string]int // upserts and deletes
+	snapshots map[string]int
+	askedBack map[string]int64 // since the last summary
+	lastLog   time.Time
+}
+
+// snapshotShare bounds a cluster's snapshot parts in flight, apart from
+// its other events: a heartbeat never waits behind its own cluster's
+// flood, and a cluster replaying snapshots holds no more than this.
+const snapshotShare = 2
+
+// admit counts an event of cluster in flight, or refuses it when the
+// cluster has max of its kind in flight already.
+func (s *share) admit(cluster string, snapshot bool, max int) (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.events == nil {
+		s.events, s.snapshots, s.askedBack = map[string]int{}, map[string]int{}, map[string]int64{}
+	}
+	m, limit := s.events, max
+	if snapshot {
+		m, limit = s.snapshots, snapshotShare
+	}
+	if limit > 0 && m[cluster] >= limit {
+		return nil, false
+	}
+	m[cluster]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if m[cluster]--; m[cluster] == 0 {
+			delete(m, cluster)
+		}
+	}, true
+}
+
+// askedBack counts a refused event, and says at most once a minute, per
+// instance, which clusters were over their share and how often.
+func (h *Handler) askedBack(ctx context.Context, cluster string) {
+	s := &h.share
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.askedBack[cluster]++
+	now := h.now()
+	if now.Sub(s.lastLog) < SummaryInterval {
+		return
+	}
+	h.log.WarnContext(ctx, "events asked for again: their cluster had its share of this instance's requests in flight (MAX_CLUSTER_IN_FLIGHT)",
+		"byCluster", maps.Clone(s.askedBack), "sinceMillis", now.Sub(s.lastLog).Milliseconds())
+	clear(s.askedBack)
+	s.lastLog = now
+}
+
 // countUnchanged counts an event that changed nothing, and logs the
 // counts once SummaryInterval has passed since the last summary.
 func (h *Handler) countUnchanged(ctx context.Context, o fleet.Outcome) {
@@ -268,6 +341,14 @@ func ClusterOfSource(source, prefix string) (topic, cluster string, err error) {
 	return topic, cluster, nil
 }
 
+// DefaultMaxClusterInFlight is Config.MaxClusterInFlight's default: half
+// the default request concurrency of 8 (Terraform sets half of
+// ingest_concurrency). With half, a cluster flooding its topic is asked
+// again before its push window fills the instance, where Cloud Run would
+// refuse every cluster's pushes alike (emulator-tests' neighbour test
+// measures both).
+const DefaultMaxClusterInFlight = 4
+
 // DefaultTopicPrefix is what a cluster's topic is named before its name.
 const DefaultTopicPrefix = "fleet-events-"
 
@@ -285,6 +366,11 @@ type Config struct {
 	// FullReconcileEvery: one snapshot part in this many reads its
 	// range's documents although its aggregation agrees.
 	FullReconcileEvery int
+	// MaxClusterInFlight bounds one cluster's upserts and deletes in
+	// flight on an instance: past it they are asked for again
+	// (ErrOverShare). Below the instance's request concurrency, it keeps
+	// room for every other cluster; 0: no bound.
+	MaxClusterInFlight int
 	// LogLevel is the minimum severity logged.
 	LogLevel slog.Level
 }
@@ -310,6 +396,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("FULL_RECONCILE_EVERY=%q: want a whole number of at least 1, such as %d", v, firestoredb.DefaultFullReconcileEvery)
 		}
 		c.FullReconcileEvery = n
+	}
+	c.MaxClusterInFlight = DefaultMaxClusterInFlight
+	if v := getenv("MAX_CLUSTER_IN_FLIGHT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return Config{}, fmt.Errorf("MAX_CLUSTER_IN_FLIGHT=%q: want a whole number of at least 1, below the instance's request concurrency", v)
+		}
+		c.MaxClusterInFlight = n
 	}
 	c.TopicPrefix = getenv("TOPIC_PREFIX")
 	if c.TopicPrefix == "" {

@@ -309,3 +309,54 @@ func TestAStoreThatIsNotReadyIsRetriedAndBlamedOnTheOperator(t *testing.T) {
 	assert.Contains(t, lines[0]["message"], "create it (terraform apply)")
 	assert.Nil(t, lines[0]["reasonCode"], "not a drop")
 }
+
+// blocking is an Applier that holds every event until released.
+type blocking struct {
+	started chan fleet.Event
+	release chan struct{}
+}
+
+func (b *blocking) Apply(_ context.Context, ev fleet.Event) (fleet.Applied, error) {
+	b.started <- ev
+	<-b.release
+	return fleet.Applied{Outcome: fleet.OutcomeCreated, Writes: 1}, nil
+}
+
+// TestAClusterGetsItsShareOfAnInstance: past MaxClusterInFlight events of
+// one cluster in flight, another of its events is asked for again
+// (ErrOverShare: a redelivery, which shrinks its subscription's push
+// window), while another cluster's event and the cluster's own snapshot
+// are taken.
+func TestAClusterGetsItsShareOfAnInstance(t *testing.T) {
+	b := &blocking{started: make(chan fleet.Event, 10), release: make(chan struct{})}
+	cfg := config()
+	cfg.MaxClusterInFlight = 1
+	var buf bytes.Buffer
+	h := ingest.NewHandler(b, logging.New(&buf, slog.LevelInfo), cfg, func() time.Time { return now })
+	done := make(chan error, 10)
+	handle := func(source string, ev fleet.Event) {
+		go func() { done <- h.Handle(context.Background(), cloudEventFrom(t, source, pubsubData(encoded(t, ev)))) }()
+	}
+	handle(pcTopic, upsertOf("pc"))
+	<-b.started // pc has its one event in flight
+
+	second := upsertOf("pc")
+	second.Name = "other"
+	err := h.Handle(t.Context(), cloudEventFrom(t, pcTopic, pubsubData(encoded(t, second))))
+	require.ErrorIs(t, err, ingest.ErrOverShare, "asked for again")
+	assert.Contains(t, buf.String(), `"byCluster":{"pc":1}`, "and said, with the count")
+
+	handle("//pubsub.googleapis.com/projects/p/topics/fleet-events-ps5", upsertOf("ps5"))
+	assert.Equal(t, "ps5", (<-b.started).Cluster, "another cluster is taken")
+	snap := upsertOf("pc")
+	snap.Kind, snap.Namespace, snap.Name, snap.Fleet = fleet.KindSnapshot, "", "", fleet.State{}
+	snap.Snapshot = fleet.Snapshot{Parts: 1, Fleets: []fleet.SnapshotEntry{}}
+	handle(pcTopic, snap)
+	assert.Equal(t, fleet.KindSnapshot, (<-b.started).Kind, "and pc's heartbeat, in its own places")
+
+	close(b.release)
+	for range 3 {
+		require.NoError(t, <-done)
+	}
+	require.NoError(t, h.Handle(t.Context(), cloudEventFrom(t, pcTopic, pubsubData(encoded(t, second)))), "its place is free again")
+}

@@ -436,6 +436,9 @@ resource "google_cloudfunctions2_function" "ingest" {
       FULL_RECONCILE_EVERY = var.full_reconcile_every
       TOPIC_PREFIX         = var.topic_prefix
       MAX_CLOCK_SKEW       = var.max_clock_skew
+      # Half the instance's requests at most per cluster: one cluster's
+      # flood leaves room for the others' events and heartbeats.
+      MAX_CLUSTER_IN_FLIGHT = max(1, floor(var.ingest_concurrency / 2))
     })
   }
   # Only once the reconcile index is built (the provider waits for its
