@@ -188,17 +188,18 @@ func TestChaos(t *testing.T) {
 	t.Cleanup(fn.stop)
 	target, err := url.Parse(fn.url)
 	require.NoError(t, err)
+	nb := startNeighbourhood(t, fn)
 	start := time.Now()
 	failed := 0
 	for seed := *chaosFirstSeed; seed < *chaosFirstSeed+uint64(*chaosSeeds); seed++ {
-		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { chaosSeed(t, c, fn, target, fsProxy, seed) }) {
+		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { chaosSeed(t, c, fn, target, fsProxy, nb, seed) }) {
 			failed++
 		}
 	}
 	t.Logf("chaos: %d seeds, %d divergences, %v", *chaosSeeds, failed, time.Since(start).Round(time.Second))
 }
 
-func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target *url.URL, fsProxy *faultProxy, seed uint64) {
+func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target *url.URL, fsProxy *faultProxy, nb *neighbourhood, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0xf1ee7))
 	log := &chaosLog{start: time.Now()}
 	push := &chaosPush{proxy: httputil.NewSingleHostReverseProxy(target), rng: rand.New(rand.NewPCG(seed, 1)), log: log}
@@ -238,6 +239,10 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 	}
 	startPublisher()
 	startPublisher()
+	// Beside it, a cluster flooding the ingest function, a bystander
+	// heartbeating, and hostile readers at a query instance.
+	moves := nb.move(t, log)
+	readers := rand.New(rand.NewPCG(seed, 3))
 	bus.on.Store(true)
 	push.on.Store(true)
 
@@ -246,6 +251,7 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 	live := map[string]bool{}
 	for op := range 40 {
 		<-time.After(time.Duration(rng.IntN(60)) * time.Millisecond)
+		moves.act(readers)
 		name := names[rng.IntN(len(names))]
 		if rng.IntN(100) < 8 {
 			forged := chaosForgery(p, rng, name)
@@ -294,6 +300,10 @@ func chaosSeed(t *testing.T, c *controlplane.ControlPlane, fn *function, target 
 	bus.on.Store(false)
 	push.on.Store(false)
 	log.add("faults off")
+	if broken := moves.quiet(); len(broken) > 0 {
+		t.Errorf("seed %d: beside the pipeline, %s\ntrace (go test -run 'TestChaos' ./emulator-tests -args -chaos.first=%d -chaos.seeds=1):\n%s",
+			seed, strings.Join(broken, "; "), seed, log.about([]string{"neighbours", "reader"}))
+	}
 
 	// The truth: what the API server holds, projected.
 	list, err := ns.Fleets(ns.Name).List(t.Context(), metav1.ListOptions{})

@@ -145,13 +145,13 @@ func (m *pushModel) release(ok bool) {
 	}
 }
 
-// neighbours runs, for d, a cluster flooding the ingest function through a
+// floodBeside runs, for d, a cluster flooding the ingest function through a
 // stand-in for Cloud Run of the given concurrency (fleets changing as
 // fast as the function takes them, 64 pushers deep) beside a victim
 // heartbeating every heartbeat, the function started with env; it returns
 // how many of the flood's events landed and the victim's longest wait
 // between two of its heartbeats landing.
-func neighbours(t *testing.T, d, heartbeat time.Duration, concurrency int, env ...string) (flooded int64, longest time.Duration) {
+func floodBeside(t *testing.T, d, heartbeat time.Duration, concurrency int, env ...string) (flooded int64, longest time.Duration) {
 	t.Helper()
 	fn, err := startFunctionTarget("IngestFleetEvents", emulator.Host(t, emulator.FirestoreHostEnv), env...)
 	require.NoError(t, err)
@@ -212,7 +212,7 @@ func fleetEvents(tb testing.TB, name string) *pipeline {
 // and retry backoff shrink and grow against it); with half, 0.33 s, once.
 func TestAFloodingClusterCannotMakeAnotherStale(t *testing.T) {
 	const staleAfter = 2 * time.Second
-	flooded, longest := neighbours(t, 15*time.Second, 200*time.Millisecond, 8, "MAX_CLUSTER_IN_FLIGHT=4")
+	flooded, longest := floodBeside(t, 15*time.Second, 200*time.Millisecond, 8, "MAX_CLUSTER_IN_FLIGHT=4")
 	assert.Less(t, longest, staleAfter, "the victim's heartbeats kept landing")
 	assert.Greater(t, flooded, int64(1000), "and the flood is slowed, not stopped")
 
