@@ -118,7 +118,7 @@ FIRST ?= 1
 chaos: ## Randomized fault testing of the whole pipeline over SEEDS seeds (make test runs 20).
 	$(WITH_CONTROLPLANE) \
 	$(ON_EMULATORS) $(GO) test -run '^TestChaos$$' -count=1 -timeout=0 -v ./emulator-tests/ -args -chaos.seeds=$(SEEDS) -chaos.first=$(FIRST) \
-	  | grep -E '^(=== RUN|--- FAIL|\s+--- FAIL|ok|FAIL|PASS)|chaos: |diverges|^\s+([0-9]+ms|state:) ' 
+	  | grep -E '^(=== RUN|--- FAIL|\s+--- FAIL|ok|FAIL|PASS)|chaos: |diverges|beside the pipeline|^\s+([0-9]+ms|state:) ' 
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz test for FUZZTIME (default 30s).
