@@ -25,9 +25,11 @@ import (
 
 // The neighbours of every chaos seed: a query instance that hostile
 // readers work at, run as Cloud Run runs it (its own process), and two
-// clusters sharing the ingest function with the pipeline under test — one
-// flooding it as fast as it takes events, one heartbeating — both through
-// the stand-ins for Cloud Run's concurrency and Pub/Sub's push window.
+// clusters sharing an ingest function — one flooding it as fast as it
+// takes events, one heartbeating — both through the stand-ins for Cloud
+// Run's concurrency and Pub/Sub's push window. That function reaches
+// Firestore without the seed's outages, which would stale every cluster
+// alike: what must not stale the bystander is its neighbour.
 // Every seed must leave them as the brief says: no other cluster turns
 // stale, every answer over every cluster succeeds, and the query
 // instance's memory stays within its bound.
@@ -42,14 +44,18 @@ const (
 
 // neighbourhood is what TestChaos starts once for every seed.
 type neighbourhood struct {
-	query *function // QueryFleets, its own process
-	url   string
-	front string // the stand-in for Cloud Run before the ingest function
-	bomb  []byte // a gzip of 64 KiB that inflates to 64 MiB
+	ingest *function // IngestFleetEvents, shared by the flood and the bystander
+	query  *function // QueryFleets, its own process
+	url    string
+	front  string // the stand-in for Cloud Run before the ingest function
+	bomb   []byte // a gzip of 64 KiB that inflates to 64 MiB
 }
 
-func startNeighbourhood(t *testing.T, ingest *function) *neighbourhood {
+func startNeighbourhood(t *testing.T) *neighbourhood {
 	t.Helper()
+	ingest, err := startFunction(emulator.Host(t, emulator.FirestoreHostEnv))
+	require.NoError(t, err)
+	t.Cleanup(ingest.stop)
 	q, err := startFunctionTarget("QueryFleets", emulator.Host(t, emulator.FirestoreHostEnv),
 		"STALE_AFTER="+hostileStaleAfter.String(), "MAX_STREAMS="+strconv.Itoa(hostileMaxStreams),
 		"STREAM_WRITE_TIMEOUT=1s", "HEARTBEAT=500ms", "LOG_LEVEL=WARNING")
@@ -61,7 +67,7 @@ func startNeighbourhood(t *testing.T, ingest *function) *neighbourhood {
 	_, _ = zw.Write(bytes.Repeat([]byte("a"), 64<<20))
 	_, _ = zw.Write([]byte(`"}}`))
 	require.NoError(t, zw.Close())
-	return &neighbourhood{query: q, url: strings.TrimSuffix(q.url, "/"), front: cloudRun(t, ingest.url, 8), bomb: buf.Bytes()}
+	return &neighbourhood{ingest: ingest, query: q, url: strings.TrimSuffix(q.url, "/"), front: cloudRun(t, ingest.url, 8), bomb: buf.Bytes()}
 }
 
 // neighbours is one seed's: the flood, the bystander, the hostile readers

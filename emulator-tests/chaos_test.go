@@ -188,7 +188,7 @@ func TestChaos(t *testing.T) {
 	t.Cleanup(fn.stop)
 	target, err := url.Parse(fn.url)
 	require.NoError(t, err)
-	nb := startNeighbourhood(t, fn)
+	nb := startNeighbourhood(t)
 	start := time.Now()
 	failed := 0
 	for seed := *chaosFirstSeed; seed < *chaosFirstSeed+uint64(*chaosSeeds); seed++ {
