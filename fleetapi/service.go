@@ -462,3 +462,11 @@ func (q Query) normalized() Query {
 	q.PageSize = min(q.PageSize, MaxPageSize)
 	return q
 }
+
+// ViewBytes returns what the view's budget (Options.MaxViewBytes) counts
+// of the fleets it holds.
+func (s *Service) ViewBytes() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.view.bytes
+}

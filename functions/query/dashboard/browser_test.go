@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -264,5 +265,38 @@ func TestDashboardShowsRolloutsAndAutoscalers(t *testing.T) {
 	b.WaitFor(t, "the rollout complete", rowText("pc/games/rolling", "rollout")+` === "complete"`)
 	assert.Equal(t, "2 autoscalersBuffer 20%: 12 desired of 10Counter 5 rooms: 12 desired of 10 limited",
 		browsertest.Eval[string](t, b, rowText("pc/games/rolling", "autoscalers")))
+	require.Empty(t, b.Errors(), "the page reported errors")
+}
+
+// TestDashboardSurvivesOneClustersData: a cluster whose fleet claims
+// int64's most ready game servers, and a stored fleet no answer can hold
+// (an autoscaler's last scale after year 9999), break neither the page nor
+// the other clusters' rows: the page loads with no error, shows every
+// fleet but the unanswerable one, and its summary saturates at the most a
+// page can count exactly instead of showing a figure that lost its digits.
+func TestDashboardSurvivesOneClustersData(t *testing.T) {
+	w := newWorld(t)
+	w.heartbeat("pc", 1, 0)
+	w.heartbeat("liar", 2, 0)
+	w.put("pc", "honest", "1.42", 3)
+	k := fleet.Key{Cluster: "liar", Namespace: "games", Name: "huge"}
+	now := time.Now()
+	w.mem.PutFleet(fleet.Document{Cluster: "liar", Namespace: "games", Name: "huge", Version: w.next(), DocID: k.DocID(), DocIDHash: fleet.IDHash(k.DocID()),
+		UID: "u", Labels: map[string]string{"version": "1.42"}, Spec: &fleet.Spec{Replicas: math.MaxInt64},
+		Status:     &fleet.DocStatus{Replicas: math.MaxInt64, ReadyReplicas: math.MaxInt64},
+		ObservedAt: now, IngestedAt: now})
+	bad := fleet.Key{Cluster: "liar", Namespace: "games", Name: "far-future"}
+	w.mem.PutFleet(fleet.Document{Cluster: "liar", Namespace: "games", Name: "far-future", Version: w.next(), DocID: bad.DocID(), DocIDHash: fleet.IDHash(bad.DocID()),
+		UID: "u", Spec: &fleet.Spec{Replicas: 1}, Status: &fleet.DocStatus{Replicas: 1, ReadyReplicas: 1},
+		Autoscalers: []fleet.Autoscaler{{Name: "a", Status: fleet.AutoscalerStatus{LastScaleTime: fleet.MaxMicros + 1}}},
+		ObservedAt:  now, IngestedAt: now})
+
+	b := browsertest.Start(t, 1400, 1000)
+	b.Do(t, chromedp.Navigate(w.url+"/"))
+	b.WaitFor(t, "the set", `document.body.dataset.synced === "true" && document.querySelectorAll("#fleets tbody tr").length === 2`)
+	assert.Equal(t, []string{"liar/games/huge", "pc/games/honest"},
+		browsertest.Eval[[]string](t, b, `[...document.querySelectorAll("#fleets tbody tr")].map(r => r.dataset.id).sort()`))
+	assert.Contains(t, browsertest.Eval[string](t, b, `document.getElementById("summary").textContent`),
+		"9,007,199,254,740,991 ready replicas", "saturated: the honest cluster's 3 are not lost in a figure past 2^53")
 	require.Empty(t, b.Errors(), "the page reported errors")
 }
