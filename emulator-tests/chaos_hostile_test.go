@@ -131,13 +131,21 @@ func (nb *neighbourhood) move(t *testing.T, log *chaosLog) *neighbours {
 	case <-time.After(waitTimeout):
 		n.fail("the bystander's first heartbeat did not land within %v", waitTimeout)
 	}
-	// Its staleness as the query instance judges it, every 100 ms.
+	// Its staleness as the query instance judges it, every 100 ms, once
+	// the instance knows it (it reads the clusters every CLUSTER_REFRESH).
 	n.wg.Go(func() {
+		known, since := false, time.Now()
 		for ctx.Err() == nil {
-			if code, body := n.get(ctx, "/v1/clusters/"+n.bystander); code == http.StatusOK && strings.Contains(body, `"stale":true`) {
+			code, body := n.get(ctx, "/v1/clusters/"+n.bystander)
+			switch {
+			case ctx.Err() != nil:
+			case code == http.StatusNotFound && !known && time.Since(since) < waitTimeout:
+			case code == http.StatusOK && strings.Contains(body, `"stale":true`):
 				n.fail("the bystander turned stale while another cluster flooded the ingest function")
-			} else if code != http.StatusOK && ctx.Err() == nil {
-				n.fail("GET /v1/clusters/%s answered %d: %s", n.bystander, code, body)
+			case code == http.StatusOK:
+				known = true
+			default:
+				n.fail("GET /v1/clusters/%s answered %d: %.200s", n.bystander, code, body)
 			}
 			select {
 			case <-ctx.Done():
