@@ -33,6 +33,7 @@ func cloudRun(tb testing.TB, target string, concurrency int) string {
 	u, err := url.Parse(target)
 	require.NoError(tb, err)
 	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.Transport = pooled(concurrency)
 	slots := make(chan struct{}, concurrency)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -104,13 +105,25 @@ func (m *pushModel) push(ctx context.Context, body []byte) bool {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, m.url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := pushClient.Do(req)
 	if err != nil {
 		return false
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode/100 == 2
+}
+
+// pushClient keeps its connections, as Pub/Sub's push does: a flood of
+// short requests over new connections would run the machine out of
+// ephemeral ports (each closed one waits a minute in TIME_WAIT).
+var pushClient = &http.Client{Transport: pooled(128)}
+
+// pooled is a transport keeping up to n idle connections per host.
+func pooled(n int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = n, n
+	return t
 }
 
 func (m *pushModel) acquire(ctx context.Context) bool {
