@@ -2,9 +2,14 @@ package emulatortests
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,4 +105,58 @@ func mustJSON(tb testing.TB, v any) []byte {
 	b, err := json.Marshal(v)
 	require.NoError(tb, err)
 	return b
+}
+
+// TestAPushWhoseClientGaveUpHoldsUpNoOther: rounds of pushes whose client
+// gives up mid-flight (a push deadline passing, a dropped connection)
+// leave the function answering every later push within its deadline.
+// (Served as a CloudEvent function, the Functions Framework's receiver
+// pairs each request with whichever message is queued; a request given up
+// before its pairing leaves a message no one answers, and in chaos runs an
+// instance stopped answering after 10 to 19 seeds of flood. This test did
+// not reproduce that on its own; it holds the HTTP function to the rule.)
+func TestAPushWhoseClientGaveUpHoldsUpNoOther(t *testing.T) {
+	p := newPipeline(t)
+	body := func(seq int64) []byte {
+		data, err := fleet.EncodeEvent(p.upsert("patient", seq, 1))
+		require.NoError(t, err)
+		return mustJSON(t, ingest.MessagePublishedData{Message: ingest.PubsubMessage{Data: data, MessageID: fmt.Sprintf("gave-up-%s-%d", p.cluster, seq)}})
+	}
+	push := func(ctx context.Context, seq int64) (*http.Response, error) {
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, pushURL(p.fn, p.cluster), bytes.NewReader(body(seq)))
+		require.NoError(t, err)
+		r.Header.Set("Content-Type", "application/json")
+		return http.DefaultClient.Do(r)
+	}
+	// Rounds of pushes given up mid-flight, as a subscription's are when
+	// their deadline passes: each sent whole or in part, its connection
+	// closed before the answer.
+	u, err := url.Parse(pushURL(p.fn, p.cluster))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for round := range 10 {
+		for i := range 32 {
+			seq := int64(round*32 + i + 1)
+			wg.Go(func() {
+				c, err := net.Dial("tcp", u.Host)
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				b := body(seq)
+				head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", u.Path, u.Host, len(b))
+				_, _ = c.Write(append([]byte(head), b[:len(b)*(i%3)/2]...))
+				<-time.After(time.Duration(i%7) * time.Millisecond)
+			})
+		}
+		wg.Wait()
+	}
+	for seq := int64(1000); seq < 1010; seq++ {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // the function's deadline is 3 s
+		resp, err := push(ctx, seq)
+		cancel()
+		require.NoError(t, err, "push %d answered within its deadline", seq)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+	}
 }

@@ -1,7 +1,7 @@
 // Package ingest is the IngestFleetEvents Cloud Function: it receives fleet
-// events from Pub/Sub (as Eventarc CloudEvents, binary or structured, or as
-// raw Pub/Sub push bodies, which the Functions Framework converts) and
-// applies them to Firestore.
+// events from Pub/Sub (raw Pub/Sub push bodies, which it turns into the
+// CloudEvents the Functions Framework would, or Eventarc CloudEvents,
+// binary or structured) and applies them to Firestore.
 //
 // It acknowledges what can never succeed (malformed or invalid events) after
 // one ERROR log line naming the message, and returns an error, so that
@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"regexp"
 	"strconv"
@@ -430,12 +431,14 @@ var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*H
 	return NewHandler(store, logging.New(os.Stdout, cfg.LogLevel), cfg, time.Now), nil
 }}
 
-// IngestFleetEvents is the Cloud Function's entry point.
-func IngestFleetEvents(ctx context.Context, e event.Event) error {
-	h, err := defaultHandler.Get(ctx)
+// IngestFleetEvents is the Cloud Function's entry point: an HTTP function
+// the push subscription posts to (see Handler.ServeHTTP).
+func IngestFleetEvents(w http.ResponseWriter, r *http.Request) {
+	h, err := defaultHandler.Get(r.Context())
 	if err != nil {
-		logging.New(os.Stdout, slog.LevelInfo).ErrorContext(ctx, "IngestFleetEvents cannot start", logging.KeyError, err.Error())
-		return err
+		logging.New(os.Stdout, slog.LevelInfo).ErrorContext(r.Context(), "IngestFleetEvents cannot start", logging.KeyError, err.Error())
+		http.Error(w, "the function is not configured; see its logs", http.StatusServiceUnavailable)
+		return
 	}
-	return h.Handle(ctx, e)
+	h.ServeHTTP(w, r)
 }

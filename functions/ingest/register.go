@@ -3,5 +3,5 @@ package ingest
 import "github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
 func init() {
-	functions.CloudEvent("IngestFleetEvents", IngestFleetEvents)
+	functions.HTTP("IngestFleetEvents", IngestFleetEvents)
 }
