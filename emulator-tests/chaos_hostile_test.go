@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/internal/emulator"
 )
 
@@ -53,7 +54,9 @@ type neighbourhood struct {
 
 func startNeighbourhood(t *testing.T) *neighbourhood {
 	t.Helper()
-	ingest, err := startFunction(emulator.Host(t, emulator.FirestoreHostEnv))
+	// Logs at WARNING: at INFO its every ingested event would pile up in
+	// the test's log collector over a long make chaos.
+	ingest, err := startFunctionTarget("IngestFleetEvents", emulator.Host(t, emulator.FirestoreHostEnv), "LOG_LEVEL=WARNING")
 	require.NoError(t, err)
 	t.Cleanup(ingest.stop)
 	q, err := startFunctionTarget("QueryFleets", emulator.Host(t, emulator.FirestoreHostEnv),
@@ -74,7 +77,9 @@ func startNeighbourhood(t *testing.T) *neighbourhood {
 // and what they saw go wrong.
 type neighbours struct {
 	n         *neighbourhood
+	t         *testing.T
 	log       *chaosLog
+	flood     string
 	bystander string
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -98,9 +103,9 @@ func (n *neighbours) fail(format string, args ...any) {
 // query instance.
 func (nb *neighbourhood) move(t *testing.T, log *chaosLog) *neighbours {
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &neighbours{n: nb, log: log, cancel: cancel}
+	n := &neighbours{n: nb, t: t, log: log, cancel: cancel}
 	flood, bystander := fleetEvents(t, "flood"), fleetEvents(t, "bystander")
-	n.bystander = bystander.cluster
+	n.flood, n.bystander = flood.cluster, bystander.cluster
 	floodPush := newPushModel(nb.front, flood.cluster, 100*time.Millisecond, 6*time.Second)
 	heartbeats := newPushModel(nb.front, bystander.cluster, 100*time.Millisecond, 6*time.Second)
 	var seq atomic.Int64
@@ -108,7 +113,7 @@ func (nb *neighbourhood) move(t *testing.T, log *chaosLog) *neighbours {
 		n.wg.Go(func() {
 			for ctx.Err() == nil {
 				s := seq.Add(1)
-				if _, ok := floodPush.deliver(ctx, t, flood.upsert(fmt.Sprintf("f%04d", s%500), s, s%10)); ok {
+				if _, ok := floodPush.deliver(ctx, t, flood.upsert(fmt.Sprintf("f%02d", s%50), s, s%10)); ok {
 					n.flooded.Add(1)
 				}
 			}
@@ -262,6 +267,7 @@ func (n *neighbours) quiet() []string {
 		_ = c.Close()
 	}
 	n.log.add("neighbours quiet: the flood landed %d events", n.flooded.Load())
+	n.forget()
 	if peak, err := peakRSS(n.n.query.proc.Pid()); err != nil {
 		n.fail("the query instance's memory: %v", err)
 	} else if peak >= hostileMemoryBound {
@@ -270,6 +276,24 @@ func (n *neighbours) quiet() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.broken
+}
+
+// forget deletes the flood's and the bystander's documents: over a long
+// make chaos they would fill the Firestore emulator, which keeps them all
+// in memory.
+func (n *neighbours) forget() {
+	fs := emulator.Firestore(n.t, project)
+	for _, c := range []string{n.flood, n.bystander} {
+		docs, err := fs.Collection(firestoredb.FleetsCollection).Where("cluster", "==", c).Documents(context.Background()).GetAll()
+		if err != nil {
+			n.fail("forget %s's fleets: %v", c, err)
+			continue
+		}
+		for _, d := range docs {
+			_, _ = d.Ref.Delete(context.Background())
+		}
+		_, _ = fs.Collection(firestoredb.ClustersCollection).Doc(c).Delete(context.Background())
+	}
 }
 
 // peakRSS is a process's peak resident set (VmHWM), in bytes.
