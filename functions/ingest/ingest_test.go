@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -359,4 +361,47 @@ func TestAClusterGetsItsShareOfAnInstance(t *testing.T) {
 		require.NoError(t, <-done)
 	}
 	require.NoError(t, h.Handle(t.Context(), cloudEventFrom(t, pcTopic, pubsubData(encoded(t, second)))), "its place is free again")
+}
+
+// TestServeHTTPTurnsAPushIntoItsEvent: a raw Pub/Sub push body becomes the
+// messagePublished event of the topic the path names, and is applied; a
+// binary CloudEvent is taken as it is; what is no push is dropped and
+// acknowledged; an error asks for the message again.
+func TestServeHTTPTurnsAPushIntoItsEvent(t *testing.T) {
+	rec := &recorder{}
+	var buf bytes.Buffer
+	h := ingest.NewHandler(rec, logging.New(&buf, slog.LevelInfo), config(), func() time.Time { return now })
+	post := func(path string, header map[string]string, body []byte) int {
+		r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		for k, v := range header {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	push, err := json.Marshal(pubsubData(validEvent(t)))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, post("/projects/p/topics/fleet-events-pc", map[string]string{"Content-Type": "application/json"}, push))
+	require.Len(t, rec.applied, 1)
+	assert.Equal(t, "pc", rec.applied[0].Cluster)
+
+	assert.Equal(t, http.StatusOK, post("/projects/p/topics/fleet-events-ps5", map[string]string{"Content-Type": "application/json"}, push))
+	assert.Len(t, rec.applied, 1, "through another cluster's topic: dropped")
+	assert.Contains(t, buf.String(), `"reasonCode":"foreign-cluster"`)
+
+	ce := map[string]string{"Content-Type": "application/json", "ce-specversion": "1.0", "ce-id": "ce-7",
+		"ce-type": ingest.MessagePublishedType, "ce-source": pcTopic}
+	assert.Equal(t, http.StatusOK, post("/", ce, push))
+	assert.Len(t, rec.applied, 2, "a binary CloudEvent, its source in its header")
+
+	assert.Equal(t, http.StatusOK, post("/projects/p/topics/fleet-events-pc", map[string]string{"Content-Type": "application/json"}, []byte("not json")))
+	assert.Contains(t, buf.String(), `"reasonCode":"not-pubsub"`)
+
+	rec.err = errors.New("firestore unavailable")
+	assert.Equal(t, http.StatusInternalServerError, post("/projects/p/topics/fleet-events-pc", map[string]string{"Content-Type": "application/json"}, push))
+	r := httptest.NewRequest(http.MethodGet, "/projects/p/topics/fleet-events-pc", nil)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	assert.Equal(t, http.StatusMethodNotAllowed, w.Code)
 }

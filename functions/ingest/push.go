@@ -44,9 +44,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := pushEvent(r, body)
 	if err != nil {
-		// Not a push anything could redeliver differently.
+		// Nothing a redelivery could change: acknowledged, as every
+		// drop is, after its line.
 		h.drop(r.Context(), "dropping a request that is no push", DropNotPubSub, "path", r.URL.Path, "reason", err.Error())
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	if err := h.Handle(r.Context(), e); err != nil {
