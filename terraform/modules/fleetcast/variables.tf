@@ -326,7 +326,7 @@ variable "query_max_streams" {
 
 variable "query_max_view_bytes" {
   type        = string
-  description = "The fleet documents one query instance holds in memory (VIEW_MAX_BYTES, a quantity such as 160Mi): 10 000 fleets at their largest take about 110 MiB. Past it the cluster whose fleets take the most is left out, reported stale and overBudget, until a full load finds room. Keep it well below the instance's 512 MiB."
+  description = "The fleet documents one query instance holds in memory (VIEW_MAX_BYTES, a quantity such as 160Mi): 10 000 fleets at their largest take about 130 MiB. Past it the cluster whose fleets take the most is left out, reported stale and overBudget, until a full load finds room. Keep it well below the instance's 512 MiB."
   default     = "160Mi"
   validation {
     condition     = can(regex("^[1-9][0-9]*(Ki|Mi|Gi)?$", var.query_max_view_bytes))
