@@ -74,7 +74,7 @@ terraform: ## Offline Terraform checks: fmt, validate and test (module, dev, pro
 .PHONY: source
 source: ## Build the functions' deployable source zip (bin/functions.zip).
 	mkdir -p bin
-	$(GO) run ./functions/cmd/source -o bin/functions.zip
+	$(GO) run ./internal/cmd/source -o bin/functions.zip
 
 .PHONY: chart
 chart: ## Lint the publisher's Helm chart and package it (bin/fleetcast-publisher-VERSION.tgz); builds Helm if missing.
@@ -91,7 +91,7 @@ VERSION ?= $(shell awk '$$1 == "appVersion:" {gsub(/"/, "", $$2); print $$2}' pu
 .PHONY: image
 image: ## Build and push the publisher's image for linux/amd64 and linux/arm64 (IMAGE=repository; needs docker buildx).
 	@command -v docker >/dev/null || { echo "make image needs docker with buildx" >&2; exit 1; }
-	docker buildx build --platform linux/amd64,linux/arm64 -f publisher/Dockerfile \
+	docker buildx build --platform linux/amd64,linux/arm64 -f cmd/fleetcast-publisher/Dockerfile \
 	  --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) --push .
 
 .PHONY: controlplane

@@ -1,7 +1,7 @@
 // Package emulatortests runs fleetcast's pipeline against the real Google
 // emulators: events are published to a Pub/Sub topic with the Avro schema,
 // pushed by a push subscription into IngestFleetEvents served locally by the
-// Functions Framework (functions/cmd/local, a separate process as in the
+// Functions Framework (cmd/fleetcast-functions, a separate process as in the
 // cloud), and land in Firestore.
 package emulatortests
 
@@ -35,7 +35,7 @@ var (
 	// project is the Google Cloud project of this package's run: the shared
 	// function instance writes to its Firestore database.
 	project string
-	// functionBinary is functions/cmd/local, built once.
+	// functionBinary is cmd/fleetcast-functions, built once.
 	functionBinary string
 	// ingestFn is the function instance the push subscriptions target.
 	ingestFn *function
@@ -60,7 +60,7 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	functionBinary = filepath.Join(dir, "fleetcast-functions")
-	if err := proc.Build(context.Background(), "", "github.com/fleetcast/fleetcast/functions/cmd/local", functionBinary); err != nil {
+	if err := proc.Build(context.Background(), "", "github.com/fleetcast/fleetcast/cmd/fleetcast-functions", functionBinary); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

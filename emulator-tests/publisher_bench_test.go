@@ -154,7 +154,7 @@ func publisherBinary(tb testing.TB) string {
 			return
 		}
 		publisherBin = filepath.Join(dir, "fleetcast-publisher")
-		publisherBinErr = proc.Build(context.Background(), "", "github.com/fleetcast/fleetcast/publisher/cmd/fleetcast-publisher", publisherBin)
+		publisherBinErr = proc.Build(context.Background(), "", "github.com/fleetcast/fleetcast/cmd/fleetcast-publisher", publisherBin)
 	})
 	require.NoError(tb, publisherBinErr)
 	return publisherBin

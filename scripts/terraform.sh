@@ -101,7 +101,7 @@ plan() {
   cp -r "$root/terraform/environments/$env" "$scratch/terraform/environments/"
   mkdir -p "$scratch/schemas" && cp "$root/schemas/fleet_event.avsc" "$scratch/schemas/"
   rm -rf "$scratch/terraform/environments/$env/.terraform" "$scratch/terraform/environments/$env/backend.tf"
-  (cd "$root" && go run ./functions/cmd/source -o "$out/functions.zip" >/dev/null)
+  (cd "$root" && go run ./internal/cmd/source -o "$out/functions.zip" >/dev/null)
   log "plan environments/$env (clusters = $clusters, dummy token, nothing contacted)"
   if ! (cd "$scratch/terraform/environments/$env" &&
     with_override get >/dev/null &&

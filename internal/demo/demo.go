@@ -101,7 +101,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	say("building and serving the Cloud Functions (Functions Framework)")
 	bin := filepath.Join(tmp, "functions")
-	if err := proc.Build(ctx, opts.ModuleDir, "./functions/cmd/local", bin); err != nil {
+	if err := proc.Build(ctx, opts.ModuleDir, "./cmd/fleetcast-functions", bin); err != nil {
 		return err
 	}
 	ingestURL, stopIngest, err := serveFunction(ctx, bin, "IngestFleetEvents")

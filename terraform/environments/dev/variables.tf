@@ -17,7 +17,7 @@ variable "region" {
 
 variable "function_source_zip" {
   type        = string
-  description = "The functions' source zip: go run ./functions/cmd/source -o PATH."
+  description = "The functions' source zip: go run ./internal/cmd/source -o PATH."
 }
 
 variable "query_invokers" {

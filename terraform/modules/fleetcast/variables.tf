@@ -61,10 +61,10 @@ variable "firestore_location" {
 
 variable "function_source_zip" {
   type        = string
-  description = "Path of the functions' source zip built by `go run ./functions/cmd/source` (deterministic: an unchanged source does not redeploy)."
+  description = "Path of the functions' source zip built by `go run ./internal/cmd/source` (deterministic: an unchanged source does not redeploy)."
   validation {
     condition     = fileexists(var.function_source_zip)
-    error_message = "function_source_zip must be an existing file: build it with go run ./functions/cmd/source -o PATH."
+    error_message = "function_source_zip must be an existing file: build it with go run ./internal/cmd/source -o PATH."
   }
 }
 

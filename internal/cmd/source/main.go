@@ -1,7 +1,7 @@
 // Command source builds the Cloud Functions' deployable source zip (see
 // package functions/source), the function_source_zip Terraform uploads:
 //
-//	go run ./functions/cmd/source -o functions.zip
+//	go run ./internal/cmd/source -o functions.zip
 package main
 
 import (

@@ -1,4 +1,4 @@
-// Command local serves fleetcast's Cloud Functions on this machine with the
+// Command fleetcast-functions serves fleetcast's Cloud Functions on this machine with the
 // Functions Framework, as the Cloud Functions runtime would: the function
 // named by FUNCTION_TARGET at "/", or every function at "/<Name>" when it
 // is unset, on PORT (default 8080) of HOST (default 127.0.0.1).
@@ -19,13 +19,13 @@ import (
 	"github.com/fleetcast/fleetcast/internal/cli"
 )
 
-func main() { cli.Main("local", run) }
+func main() { cli.Main("fleetcast-functions", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
-	fs := flag.NewFlagSet("local", flag.ContinueOnError)
+	fs := flag.NewFlagSet("fleetcast-functions", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `Usage of local: serves the Cloud Functions with the Functions Framework, configured
+		fmt.Fprintln(stderr, `Usage of fleetcast-functions: serves the Cloud Functions with the Functions Framework, configured
 by the environment: FUNCTION_TARGET (IngestFleetEvents or QueryFleets; every function
 at /<Name> when unset), PORT (8080), HOST (127.0.0.1), and each function's variables
 (see the README). It takes no flags.`)

@@ -1,4 +1,4 @@
-package publisher_test
+package main
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 	"golang.org/x/mod/semver"
 )
 
-// The rules of publisher/Dockerfile, as Docker applies them: every base
+// The rules of this Dockerfile, as Docker applies them: every base
 // image pinned by digest; the compiler on the builder's platform,
 // cross-compiling to the target's (TARGETOS and TARGETARCH exist in a
 // stage only once it declares them); Go's minor version that of go.mod;
@@ -90,7 +90,7 @@ func TestImageIsMultiArchitectureAndPinned(t *testing.T) {
 	assert.True(t, compiles)
 
 	// The compiler's Go is go.mod's minor, at least its patch.
-	b, err := os.ReadFile("../go.mod")
+	b, err := os.ReadFile("../../go.mod")
 	require.NoError(t, err)
 	mod, err := modfile.ParseLax("go.mod", b, nil)
 	require.NoError(t, err)
@@ -122,7 +122,7 @@ func ignored(patterns []*regexp.Regexp, path string) bool {
 
 func dockerignore(tb testing.TB) []*regexp.Regexp {
 	tb.Helper()
-	b, err := os.ReadFile("../.dockerignore")
+	b, err := os.ReadFile("../../.dockerignore")
 	require.NoError(tb, err)
 	var out []*regexp.Regexp
 	for _, line := range strings.Split(string(b), "\n") {
@@ -164,11 +164,11 @@ func TestDockerignoreKeepsWhatTheBuildReads(t *testing.T) {
 	// embedded files of each package of this module it imports.
 	out, err := exec.Command("go", "list", "-deps", "-f", `{{if .Module}}{{if .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}
 {{end}}{{range .EmbedFiles}}{{$d}}/{{.}}
-{{end}}{{end}}{{end}}`, "./cmd/fleetcast-publisher").Output()
+{{end}}{{end}}{{end}}`, ".").Output()
 	require.NoError(t, err)
-	root, err := filepath.Abs("..")
+	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
-	needed := []string{"go.mod", "go.sum", "publisher/Dockerfile"}
+	needed := []string{"go.mod", "go.sum", "cmd/fleetcast-publisher/Dockerfile"}
 	for _, f := range bytes.Fields(out) {
 		rel, err := filepath.Rel(root, string(f))
 		require.NoError(t, err)
