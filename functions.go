@@ -10,7 +10,7 @@ import (
 	// when this package itself imports the framework's functions package.
 	// Without this import it generates a main that calls
 	// fleetcast.<FUNCTION_TARGET>, which does not exist, and the build
-	// fails. internal/buildpack's tests and functions/source check it.
+	// fails. internal/build/buildpack's tests and functions/source check it.
 	_ "github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
 	// IngestFleetEvents: Pub/Sub fleet events → Firestore.

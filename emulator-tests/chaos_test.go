@@ -25,10 +25,10 @@ import (
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/internal/controlplane"
-	"github.com/fleetcast/fleetcast/internal/emulator"
-	"github.com/fleetcast/fleetcast/internal/kubetest"
-	"github.com/fleetcast/fleetcast/internal/proc"
+	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
+	"github.com/fleetcast/fleetcast/internal/testenv/proc"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/publisher"
 )

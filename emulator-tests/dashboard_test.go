@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/fleetapi"
-	"github.com/fleetcast/fleetcast/internal/browsertest"
+	"github.com/fleetcast/fleetcast/internal/testenv/browsertest"
 )
 
 // TestDashboardFollowsTheControlPlane: the dashboard in headless Chromium,

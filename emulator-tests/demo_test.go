@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/fleetapi"
-	"github.com/fleetcast/fleetcast/internal/controlplane"
 	"github.com/fleetcast/fleetcast/internal/demo"
-	"github.com/fleetcast/fleetcast/internal/emulator"
-	"github.com/fleetcast/fleetcast/internal/syncbuf"
+	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
 )
 
 // TestDemoRunsThePipeline runs make demo's program briefly: it checks by

@@ -18,7 +18,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
-	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 	"github.com/fleetcast/fleetcast/schemas"
 )

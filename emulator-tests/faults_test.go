@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 )
 
 // TestFirestoreOutageIsRetriedAndNothingLost cuts the function off from

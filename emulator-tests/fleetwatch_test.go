@@ -22,7 +22,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetwatch"
-	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 )
 
 // changeLog collects the changes a watch reports.

@@ -19,7 +19,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/query"
-	"github.com/fleetcast/fleetcast/internal/syncbuf"
+	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 )

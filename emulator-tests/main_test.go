@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetcast/fleetcast/internal/controlplane"
-	"github.com/fleetcast/fleetcast/internal/emulator"
-	"github.com/fleetcast/fleetcast/internal/kubetest"
-	"github.com/fleetcast/fleetcast/internal/proc"
+	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
+	"github.com/fleetcast/fleetcast/internal/testenv/proc"
 	"github.com/fleetcast/fleetcast/logging"
 	"k8s.io/klog/v2"
 )

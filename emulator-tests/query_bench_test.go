@@ -20,7 +20,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/functions/query"
-	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 	"github.com/fleetcast/fleetcast/logging"
 )
 

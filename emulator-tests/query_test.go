@@ -27,7 +27,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/query"
-	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/schemas"
 )

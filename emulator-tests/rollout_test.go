@@ -13,8 +13,8 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/query"
-	"github.com/fleetcast/fleetcast/internal/controlplane"
-	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
+	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
 	"github.com/fleetcast/fleetcast/logging"
 )
 

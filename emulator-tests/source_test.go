@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/functions/source"
-	"github.com/fleetcast/fleetcast/internal/buildpack"
-	"github.com/fleetcast/fleetcast/internal/emulator"
-	"github.com/fleetcast/fleetcast/internal/proc"
+	"github.com/fleetcast/fleetcast/internal/build/buildpack"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/proc"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 )
 

@@ -21,8 +21,8 @@ import (
 	"github.com/fleetcast/fleetcast/functions/query"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
-	"github.com/fleetcast/fleetcast/internal/emulator"
-	"github.com/fleetcast/fleetcast/internal/watchtest"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 )
 

@@ -19,9 +19,9 @@ import (
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/query"
-	"github.com/fleetcast/fleetcast/internal/controlplane"
-	"github.com/fleetcast/fleetcast/internal/kubetest"
-	"github.com/fleetcast/fleetcast/internal/watchtest"
+	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
+	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
+	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/schemas"
 )

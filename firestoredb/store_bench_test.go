@@ -10,7 +10,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 )
 
 // BenchmarkApply measures the ingest core against the Firestore emulator:

@@ -15,7 +15,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/internal/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 )
 
 func newStore(tb testing.TB) (*firestoredb.Store, *firestore.Client) {

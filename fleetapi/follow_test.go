@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
+	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 )
 
 // listened is a Service over a Listening store with one watch running,

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
+	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 )
 
 // clock is a settable clock for staleness and sync ages.

@@ -16,10 +16,10 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
-	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
+	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 	"github.com/fleetcast/fleetcast/logging"
 )
 

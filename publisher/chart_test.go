@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/internal/controlplane"
-	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
+	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
 	"github.com/fleetcast/fleetcast/publisher"
 )
 

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/internal/controlplane"
-	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
+	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
 	"github.com/fleetcast/fleetcast/publisher"
 )
 

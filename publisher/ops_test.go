@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
 )
 
 func freeAddr(tb testing.TB) string {

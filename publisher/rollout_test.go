@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/internal/kubetest"
+	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
 	"github.com/fleetcast/fleetcast/publisher"
 )
 

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/internal/syncbuf"
+	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
 )
 
 // fakeBus is a Transport that can be taken down; it records what it

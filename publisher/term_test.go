@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/fleetcast/fleetcast/internal/controlplane"
+	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/publisher"
 )
 

@@ -20,12 +20,12 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
-	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
 	"github.com/fleetcast/fleetcast/functions/query"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
-	"github.com/fleetcast/fleetcast/internal/syncbuf"
-	"github.com/fleetcast/fleetcast/internal/watchtest"
+	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
+	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
+	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
-	"github.com/fleetcast/fleetcast/internal/watchtest"
+	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 )
 
 // TestAThousandSubscribers: 1 000 Connect streams on one instance, beside a

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fleetcast/fleetcast/fleetapi"
-	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
 	"github.com/fleetcast/fleetcast/functions/query"
+	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 	"github.com/fleetcast/fleetcast/logging"
 )
 

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetcast/fleetcast/internal/buildpack"
+	"github.com/fleetcast/fleetcast/internal/build/buildpack"
 )
 
 // epoch is every entry's modification time: zip's earliest, for
@@ -70,7 +70,7 @@ func Build(ctx context.Context, moduleDir string, w io.Writer) ([]string, error)
 
 // checkDeclarative refuses a root package for which Google's buildpack
 // would generate a main that calls the function by name (see
-// internal/buildpack): that build fails in Cloud Build, after the upload.
+// internal/build/buildpack): that build fails in Cloud Build, after the upload.
 func checkDeclarative(root map[string][]byte) error {
 	pkg, err := buildpack.ParseFiles(root)
 	if err != nil {

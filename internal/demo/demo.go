@@ -35,9 +35,9 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetwatch"
-	"github.com/fleetcast/fleetcast/internal/controlplane"
-	"github.com/fleetcast/fleetcast/internal/emulator"
-	"github.com/fleetcast/fleetcast/internal/proc"
+	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/proc"
 	"github.com/fleetcast/fleetcast/publisher"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 )

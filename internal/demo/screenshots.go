@@ -10,7 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/fleetcast/fleetcast/internal/browsertest"
+	"github.com/fleetcast/fleetcast/internal/testenv/browsertest"
 )
 
 // Screenshot files, written into Options.Screenshots.

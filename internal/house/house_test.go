@@ -120,3 +120,19 @@ func TestBenchmarksLiveInBenchFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, benchFiles, 5)
 }
+
+// TestNoProgramLinksTesting: a harness a program links (make demo's
+// control plane, emulators, browser) takes the test's testing.TB as a
+// testenv.TB and never imports testing, whose flags and globals would
+// come with it.
+func TestNoProgramLinksTesting(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{if eq .Name "main"}}{{.ImportPath}}{{end}}`, root+"/...").Output()
+	require.NoError(t, err)
+	mains := strings.Fields(string(out))
+	require.Greater(t, len(mains), 5)
+	for _, m := range mains {
+		deps, err := exec.Command("go", "list", "-deps", m).Output()
+		require.NoError(t, err)
+		assert.NotContains(t, strings.Fields(string(deps)), "testing", "%s links testing", m)
+	}
+}

@@ -19,9 +19,9 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
-	"github.com/fleetcast/fleetcast/fleetapi/fleetapitest"
 	"github.com/fleetcast/fleetcast/functions/query"
-	"github.com/fleetcast/fleetcast/internal/browsertest"
+	"github.com/fleetcast/fleetcast/internal/testenv/browsertest"
+	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 	"github.com/fleetcast/fleetcast/logging"
 )
 

@@ -25,7 +25,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetcast/fleetcast/internal/benchdoc"
+	"github.com/fleetcast/fleetcast/internal/build/benchdoc"
 	"github.com/fleetcast/fleetcast/internal/cli"
 )
 

@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +31,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fleetcast/fleetcast/internal/proc"
+	"github.com/fleetcast/fleetcast/internal/testenv"
+	"github.com/fleetcast/fleetcast/internal/testenv/proc"
 )
 
 // Environment variables naming the binaries, and the one that makes a
@@ -80,7 +80,7 @@ func Available() (bool, string) {
 
 // Require ends the test when cp is nil: a failure when REQUIRE_CONTROLPLANE=1,
 // a skip otherwise.
-func Require(tb testing.TB, cp *ControlPlane, startErr error) *ControlPlane {
+func Require(tb testenv.TB, cp *ControlPlane, startErr error) *ControlPlane {
 	tb.Helper()
 	if cp != nil {
 		return cp

@@ -11,10 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/fleetcast/fleetcast/internal/testenv"
 )
 
 // Timeout bounds everything one test does in its browser.
@@ -43,7 +44,7 @@ type Browser struct {
 }
 
 // Start starts a browser for tb, ended when the test ends, sized w×h.
-func Start(tb testing.TB, w, h int) *Browser {
+func Start(tb testenv.TB, w, h int) *Browser {
 	tb.Helper()
 	path := Path()
 	if path == "" {
@@ -118,7 +119,7 @@ func (b *Browser) Errors() []string {
 }
 
 // Do runs chromedp actions in the tab, failing tb on error.
-func (b *Browser) Do(tb testing.TB, actions ...chromedp.Action[chromedp.Void]) {
+func (b *Browser) Do(tb testenv.TB, actions ...chromedp.Action[chromedp.Void]) {
 	tb.Helper()
 	if err := chromedp.Do(b.Ctx, actions...); err != nil {
 		tb.Fatalf("browser: %v; page errors: %v", err, b.Errors())
@@ -127,7 +128,7 @@ func (b *Browser) Do(tb testing.TB, actions ...chromedp.Action[chromedp.Void]) {
 
 // Eval evaluates a JavaScript expression in the page and returns its
 // value decoded as T, failing tb on error.
-func Eval[T any](tb testing.TB, b *Browser, expr string) T {
+func Eval[T any](tb testenv.TB, b *Browser, expr string) T {
 	tb.Helper()
 	v, err := chromedp.Run(b.Ctx, chromedp.Evaluate[T](expr))
 	if err != nil {
@@ -138,7 +139,7 @@ func Eval[T any](tb testing.TB, b *Browser, expr string) T {
 
 // WaitFor polls a JavaScript expression in the page until it is truthy,
 // failing tb with what when the browser's Timeout passes.
-func (b *Browser) WaitFor(tb testing.TB, what, expr string) {
+func (b *Browser) WaitFor(tb testenv.TB, what, expr string) {
 	tb.Helper()
 	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
 		tb.Fatalf("waiting for %s (%s): %v; page errors: %v", what, expr, err, b.Errors())

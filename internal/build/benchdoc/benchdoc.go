@@ -17,7 +17,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/fleetcast/fleetcast/internal/bill"
+	"github.com/fleetcast/fleetcast/internal/build/bill"
 )
 
 // Run is what one benchmark run reported.

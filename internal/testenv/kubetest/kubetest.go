@@ -1,5 +1,5 @@
 // Package kubetest drives Fleets and publishers on a test control plane
-// (internal/controlplane): namespaces with Fleet helpers, and publisher
+// (internal/testenv/controlplane): namespaces with Fleet helpers, and publisher
 // instances run in-process with a chosen Transport.
 package kubetest
 
@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/internal/controlplane"
+	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/publisher"
 )

@@ -92,7 +92,7 @@ func TestChooseLikeTheBuildpack(t *testing.T) {
 // functions package, or Cloud Build generates a main that calls
 // fleetcast.IngestFleetEvents and fails.
 func TestTheRootPackageQualifiesForTheDeclarativeTemplate(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..")
 	paths, err := filepath.Glob(filepath.Join(root, "*.go"))
 	require.NoError(t, err)
 	files := map[string][]byte{}

@@ -12,7 +12,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"testing"
 
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
@@ -20,6 +19,8 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/fleetcast/fleetcast/internal/testenv"
 )
 
 // Environment variables the emulators are found by.
@@ -31,7 +32,7 @@ const (
 
 // Host returns the address in the environment variable name, or ends the
 // test: Fatal when the emulators are required, Skip otherwise.
-func Host(tb testing.TB, name string) string {
+func Host(tb testenv.TB, name string) string {
 	tb.Helper()
 	host := os.Getenv(name)
 	if host != "" {
@@ -46,7 +47,7 @@ func Host(tb testing.TB, name string) string {
 
 // ProjectID returns a fresh project ID: each project is an isolated
 // database in the Firestore emulator and its own namespace in Pub/Sub.
-func ProjectID(tb testing.TB) string {
+func ProjectID(tb testenv.TB) string {
 	tb.Helper()
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
@@ -57,7 +58,7 @@ func ProjectID(tb testing.TB) string {
 
 // Firestore returns a client of the Firestore emulator for project,
 // closed when the test ends; opts are added to the client's.
-func Firestore(tb testing.TB, project string, opts ...option.ClientOption) *firestore.Client {
+func Firestore(tb testenv.TB, project string, opts ...option.ClientOption) *firestore.Client {
 	tb.Helper()
 	Host(tb, FirestoreHostEnv)
 	c, err := firestore.NewClient(context.Background(), project, opts...)
@@ -70,7 +71,7 @@ func Firestore(tb testing.TB, project string, opts ...option.ClientOption) *fire
 
 // PubSub returns a client of the Pub/Sub emulator for project, closed when
 // the test ends.
-func PubSub(tb testing.TB, project string) *pubsub.Client {
+func PubSub(tb testenv.TB, project string) *pubsub.Client {
 	tb.Helper()
 	Host(tb, PubSubHostEnv)
 	c, err := pubsub.NewClient(context.Background(), project)
@@ -83,7 +84,7 @@ func PubSub(tb testing.TB, project string) *pubsub.Client {
 
 // SchemaClient returns a Pub/Sub schema admin client of the emulator. The
 // generated admin clients do not read PUBSUB_EMULATOR_HOST themselves.
-func SchemaClient(tb testing.TB) *schema.SchemaClient {
+func SchemaClient(tb testenv.TB) *schema.SchemaClient {
 	tb.Helper()
 	host := Host(tb, PubSubHostEnv)
 	c, err := schema.NewSchemaClient(context.Background(), EmulatorOptions(host)...)
@@ -129,7 +130,7 @@ func (r *RPCs) Fail(method string, err error) {
 // counts its RPCs in r: its own connection (the client ignores dial
 // options with the emulator), as the client would dial it, with counting
 // interceptors.
-func (r *RPCs) FirestoreOptions(tb testing.TB) []option.ClientOption {
+func (r *RPCs) FirestoreOptions(tb testenv.TB) []option.ClientOption {
 	tb.Helper()
 	host := Host(tb, FirestoreHostEnv)
 	count := func(method string) error {
