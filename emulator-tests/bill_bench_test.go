@@ -270,7 +270,7 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 		FullReconcileEvery: firestoredb.DefaultFullReconcileEvery,
 	}, time.Now)
 	cfg := kubetest.Config(cluster, ns.Name)
-	cfg.MinInterval = publisher.DefaultMinInterval / compress
+	cfg.MinInterval = publisher.DefaultConfig().MinInterval / compress
 	cfg.SnapshotInterval = ref.SnapshotInterval / compress
 	cfg.RefreshInterval = ref.RefreshInterval / compress
 	ours.start(ctx, b)

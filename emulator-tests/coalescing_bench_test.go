@@ -260,9 +260,9 @@ func benchmarkCoalescing(b *testing.B, c *controlplane.ControlPlane) {
 	base := newBroadcaster(firestoredb.New(emulator.Firestore(b, emulator.ProjectID(b)), time.Hour, time.Now), 4)
 
 	cfg := kubetest.Config(cluster, ns.Name)
-	cfg.MinInterval = publisher.DefaultMinInterval / compress
-	cfg.SnapshotInterval = publisher.DefaultSnapshotInterval / compress
-	cfg.RefreshInterval = publisher.DefaultRefreshInterval / compress
+	cfg.MinInterval = publisher.DefaultConfig().MinInterval / compress
+	cfg.SnapshotInterval = publisher.DefaultConfig().SnapshotInterval / compress
+	cfg.RefreshInterval = publisher.DefaultConfig().RefreshInterval / compress
 	kubetest.StartPublisher(b, cfg, c.RESTConfig(), ours)
 
 	stopBaseline := base.follow(b, ns, cfg.Projection, cluster, baselineRepublish/compress)

@@ -69,9 +69,9 @@ func benchmarkLatency(b *testing.B, c *controlplane.ControlPlane) {
 	ns := kubetest.NewNamespace(b, c)
 	p.nsName = ns.Name
 	cfg := p.publisherConfig(ns.Name)
-	cfg.MinInterval = publisher.DefaultMinInterval
-	cfg.SnapshotInterval = publisher.DefaultSnapshotInterval
-	cfg.RefreshInterval = publisher.DefaultRefreshInterval
+	cfg.MinInterval = publisher.DefaultConfig().MinInterval
+	cfg.SnapshotInterval = publisher.DefaultConfig().SnapshotInterval
+	cfg.RefreshInterval = publisher.DefaultConfig().RefreshInterval
 	kubetest.StartPublisher(b, cfg, c.RESTConfig(), p.transport(""))
 	names := make([]string, latencyFleets)
 	for i := range names {

@@ -3,6 +3,7 @@ package publisher_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,6 +30,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
+	"github.com/fleetcast/fleetcast/internal/testenv/proc"
 	"github.com/fleetcast/fleetcast/publisher"
 )
 
@@ -159,8 +162,35 @@ func configOf(tb testing.TB, m manifests, podName string) publisher.Config {
 	for _, a := range c["args"].([]any) {
 		args = append(args, a.(string))
 	}
-	cfg, err := publisher.ParseConfig(args, func(k string) string { return env[k] }, io.Discard)
-	require.NoError(tb, err, "the rendered configuration must start the publisher")
+	return printedConfig(tb, args, env)
+}
+
+// publisherBinary is cmd/fleetcast-publisher, built once.
+var publisherBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "fleetcast-publisher-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "fleetcast-publisher")
+	return bin, proc.Build(context.Background(), "", "github.com/fleetcast/fleetcast/cmd/fleetcast-publisher", bin)
+})
+
+// printedConfig is the configuration the publisher's program makes of
+// args and env alone, as it would start with them (--print-config).
+func printedConfig(tb testing.TB, args []string, env map[string]string) publisher.Config {
+	tb.Helper()
+	bin, err := publisherBinary()
+	require.NoError(tb, err)
+	cmd := exec.Command(bin, append(args, "--print-config")...)
+	cmd.Env = []string{}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(tb, cmd.Run(), "the rendered configuration must start the publisher: %s", stderr.String())
+	var cfg publisher.Config
+	require.NoError(tb, json.Unmarshal(stdout.Bytes(), &cfg))
 	return cfg
 }
 

@@ -1,7 +1,6 @@
 package publisher
 
 import (
-	"io"
 	"testing"
 	"time"
 
@@ -9,56 +8,38 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestParseConfig(t *testing.T) {
-	env := map[string]string{
-		"FLEETCAST_CLUSTER":        "pc-eu",
-		"GOOGLE_CLOUD_PROJECT":     "proj",
-		"FLEETCAST_MIN_INTERVAL":   "250ms",
-		"FLEETCAST_NAMESPACES":     "games, beta",
-		"FLEETCAST_LEADER_ELECT":   "false",
-		"FLEETCAST_CLUSTER_LABELS": "platform=pc,region=eu",
-		"POD_NAME":                 "pub-7",
-		"POD_NAMESPACE":            "fleetcast",
-	}
-	c, err := ParseConfig([]string{"--min-interval=2s", "--labels-exclude=pod-template-hash,noisy/*"}, func(k string) string { return env[k] }, io.Discard)
-	require.NoError(t, err)
-	assert.Equal(t, "pc-eu", c.Cluster)
-	assert.Equal(t, "proj", c.Project)
-	assert.Equal(t, 2*time.Second, c.MinInterval, "a flag wins over its variable")
-	assert.Equal(t, []string{"games", "beta"}, c.Namespaces)
-	assert.False(t, c.LeaderElect)
-	assert.Equal(t, map[string]string{"platform": "pc", "region": "eu"}, c.ClusterLabels)
-	assert.Equal(t, "pub-7", c.ID)
-	assert.Equal(t, "fleetcast", c.LeaseNamespace)
-	assert.Equal(t, []string{"pod-template-hash", "noisy/*"}, c.Projection.ExcludeLabels)
-	assert.Equal(t, 30*time.Second, c.SnapshotInterval)
-	assert.Equal(t, "fleet-events-pc-eu", c.Topic, "each cluster its own topic")
+func TestDefaultConfigNeedsOnlyWhatIsTheInstances(t *testing.T) {
+	c := DefaultConfig()
+	assert.ElementsMatch(t, []string{"Cluster", "Project", "ID"}, fields(FieldErrors(c.Validate())))
+	c.Cluster, c.Project, c.ID = "pc", "p", "pod"
+	require.NoError(t, c.Validate())
+	assert.Equal(t, "fleet-events-pc", c.TopicID())
 }
 
-func TestParseConfigErrorsNameTheSetting(t *testing.T) {
-	base := map[string]string{"FLEETCAST_CLUSTER": "pc", "GOOGLE_CLOUD_PROJECT": "p"}
-	tests := []struct {
-		name string
-		args []string
-		env  map[string]string
-		want string
-	}{
-		{"missing cluster", nil, map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}, "--cluster is required"},
-		{"invalid cluster", []string{"--cluster=PC_1"}, base, "--cluster"},
-		{"missing project", nil, map[string]string{"FLEETCAST_CLUSTER": "pc"}, "--project is required"},
-		{"bad duration variable", nil, map[string]string{"FLEETCAST_CLUSTER": "pc", "GOOGLE_CLOUD_PROJECT": "p", "FLEETCAST_MIN_INTERVAL": "soon"}, "FLEETCAST_MIN_INTERVAL"},
-		{"zero interval", []string{"--snapshot-interval=0s"}, base, "--snapshot-interval"},
-		{"renew after lease", []string{"--renew-deadline=20s"}, base, "--renew-deadline"},
-		{"bad selector", []string{"--label-selector=a in (b"}, base, "--label-selector"},
-		{"bad cluster labels", []string{"--cluster-labels=platform"}, base, "--cluster-labels"},
-		{"bad boolean", nil, map[string]string{"FLEETCAST_CLUSTER": "pc", "GOOGLE_CLOUD_PROJECT": "p", "FLEETCAST_LEADER_ELECT": "maybe"}, "FLEETCAST_LEADER_ELECT"},
-		{"stray argument", []string{"extra"}, base, "unexpected arguments"},
+func TestValidateNamesEveryField(t *testing.T) {
+	c := DefaultConfig()
+	c.Cluster, c.Project, c.ID = "PC_1", "p", "pod"
+	c.ClusterLabels = map[string]string{"bad key!": "v"}
+	c.LabelSelector = "a in (b"
+	c.SnapshotInterval = 0
+	c.RenewDeadline = 20 * time.Second
+	c.RefreshInterval = -time.Second
+	c.LeaseName = ""
+	err := c.Validate()
+	assert.ElementsMatch(t, []string{"Cluster", "ClusterLabels", "LabelSelector", "SnapshotInterval", "RenewDeadline", "RefreshInterval", "LeaseName"}, fields(FieldErrors(err)))
+	assert.Contains(t, err.Error(), "RenewDeadline: 20s must be shorter than LeaseDuration 15s")
+}
+
+func TestNewRefusesAnInvalidConfig(t *testing.T) {
+	_, err := New(DefaultConfig(), Deps{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Cluster: is required")
+}
+
+func fields(errs []*FieldError) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Field)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseConfig(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.want)
-		})
-	}
+	return out
 }

@@ -76,6 +76,9 @@ type Publisher struct {
 
 // New builds a publisher from cfg and deps without starting anything.
 func New(cfg Config, deps Deps) (*Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("publisher configuration: %w", err)
+	}
 	p := &Publisher{cfg: cfg, log: deps.Log, clock: deps.Clock, registry: deps.Registry, ready: deps.Ready}
 	if p.clock == nil {
 		p.clock = clock.RealClock{}

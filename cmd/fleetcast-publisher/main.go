@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
@@ -30,9 +31,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stdout, "fleetcast-publisher %s (%s, %s/%s)\n", publisher.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return nil
 	}
-	cfg, err := publisher.ParseConfig(args, getenv, stderr)
+	cfg, printConfig, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if printConfig {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(cfg)
 	}
 	log := logging.New(stdout, cfg.LogLevel)
 	// client-go logs through klog: into the same JSON stream.

@@ -32,7 +32,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
@@ -170,15 +169,11 @@ func Run(ctx context.Context, opts Options) error {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create namespace %s: %w", ns, err)
 		}
-		cfg := publisher.Config{
-			Cluster: c.Name, ClusterLabels: map[string]string{"region": c.Region},
-			Project: Project, Topic: publisher.DefaultTopicPrefix + c.Name, Namespaces: []string{ns},
-			MinInterval: time.Second, SnapshotInterval: 10 * time.Second,
-			LeaderElect: true, LeaseName: "fleetcast-publisher", LeaseNamespace: ns,
-			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-			ID: "publisher-" + c.Name, ShutdownGrace: 3 * time.Second,
-			SnapshotPartBytes: fleet.DefaultSnapshotPartBytes, PublisherVersion: "demo",
-		}
+		cfg := publisher.DefaultConfig()
+		cfg.Cluster, cfg.ClusterLabels, cfg.Project, cfg.Namespaces = c.Name, map[string]string{"region": c.Region}, Project, []string{ns}
+		cfg.Topic, cfg.ID, cfg.LeaseNamespace = publisher.DefaultTopicPrefix+c.Name, "publisher-"+c.Name, ns
+		cfg.SnapshotInterval, cfg.ShutdownGrace = 10*time.Second, 3*time.Second // a livelier heartbeat, a quicker Ctrl-C
+		cfg.MetricsAddr, cfg.PublisherVersion = "", "demo"
 		say("publisher of cluster %s watching namespace %s", c.Name, ns)
 		pub, err := publisher.New(cfg, publisher.Deps{Kube: cp.RESTConfig(), Transport: transports[c.Name], Log: slog.New(slog.DiscardHandler)})
 		if err != nil {

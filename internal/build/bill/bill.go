@@ -52,8 +52,8 @@ var Reference = Deployment{
 	Matchmakers: 20, QueriesPerSecond: 10,
 	QueryInstances: 2, // the prod environment's query_min_instances
 	InstanceVCPU:   1, InstanceGiB: 0.5,
-	SnapshotInterval:  publisher.DefaultSnapshotInterval,
-	RefreshInterval:   publisher.DefaultRefreshInterval,
+	SnapshotInterval:  publisher.DefaultConfig().SnapshotInterval,
+	RefreshInterval:   publisher.DefaultConfig().RefreshInterval,
 	Resync:            fleetapi.DefaultResync,
 	BaselineRepublish: 15 * time.Second,
 	StreamLifetime:    time.Hour,

@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
-	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/publisher"
@@ -99,27 +98,18 @@ func (n *Namespace) DeleteFleet(ns, name string) {
 	require.NoError(n.tb, n.Fleets(ns).Delete(n.tb.Context(), name, metav1.DeleteOptions{}))
 }
 
-// Config is a publisher configuration for tests: cluster, the namespace
-// watched and holding the Lease, leader election off, short intervals.
+// Config is a publisher configuration for tests, from the defaults:
+// cluster, the namespace watched and holding the Lease, leader election
+// off, short intervals and a short Lease.
 func Config(cluster, namespace string) publisher.Config {
-	return publisher.Config{
-		Cluster:           cluster,
-		Namespaces:        []string{namespace},
-		Project:           "unused",
-		Topic:             "unused",
-		Projection:        publisher.Projection{ExcludeLabels: []string{"noise.example.com/*"}},
-		MinInterval:       20 * time.Millisecond,
-		SnapshotInterval:  time.Hour,
-		LeaseName:         "fleetcast-publisher",
-		LeaseNamespace:    namespace,
-		LeaseDuration:     3 * time.Second,
-		RenewDeadline:     1500 * time.Millisecond,
-		RetryPeriod:       250 * time.Millisecond,
-		ID:                "pub-" + cluster,
-		ShutdownGrace:     5 * time.Second,
-		SnapshotPartBytes: fleet.DefaultSnapshotPartBytes,
-		PublisherVersion:  "test",
-	}
+	c := publisher.DefaultConfig()
+	c.Cluster, c.Namespaces, c.Project, c.Topic, c.ID = cluster, []string{namespace}, "unused", "unused", "pub-"+cluster
+	c.Projection = publisher.Projection{ExcludeLabels: []string{"noise.example.com/*"}}
+	c.MinInterval, c.SnapshotInterval = 20*time.Millisecond, time.Hour
+	c.LeaderElect, c.LeaseNamespace = false, namespace
+	c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 3*time.Second, 1500*time.Millisecond, 250*time.Millisecond
+	c.ShutdownGrace, c.MetricsAddr, c.PublisherVersion = 5*time.Second, "", "test"
+	return c
 }
 
 // Publisher is a publisher run in-process.
