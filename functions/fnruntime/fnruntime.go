@@ -5,13 +5,18 @@ package fnruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
 	"cloud.google.com/go/firestore"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/fleetcast/fleetcast/logging"
 )
 
 // Lazy makes a value on first use. A failure is returned, not remembered:
@@ -56,30 +61,86 @@ func Firestore(ctx context.Context, getenv func(string) string) (*firestore.Clie
 	return c, nil
 }
 
-// Duration reads a positive duration from the variable name, def when unset.
-func Duration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
-	v := getenv(name)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive duration such as %v", name, v, def)
-	}
-	return d, nil
+// Env reads a function's settings from its environment, by one rule:
+// a variable unset or empty is its default; any other value must parse,
+// or it is an error that names the variable and says what it wants; and
+// every error is kept, so that Err reports them all at once.
+type Env struct {
+	getenv func(string) string
+	errs   []error
 }
 
-// Bytes reads a positive size from the variable name — a number of bytes,
-// or a Kubernetes quantity such as 160Mi — def when unset.
-func Bytes(getenv func(string) string, name string, def int) (int, error) {
-	v := getenv(name)
-	if v == "" {
-		return def, nil
+// NewEnv reads through getenv (os.Getenv in production).
+func NewEnv(getenv func(string) string) *Env { return &Env{getenv: getenv} }
+
+// Err is every error found, joined; nil when all parsed.
+func (e *Env) Err() error { return errors.Join(e.errs...) }
+
+// read calls parse with the variable's value unless it is unset or empty,
+// recording its error as the variable's.
+func (e *Env) read(name string, parse func(v string) error) {
+	if v := e.getenv(name); v != "" {
+		if err := parse(v); err != nil {
+			e.errs = append(e.errs, fmt.Errorf("%s=%q: %w", name, v, err))
+		}
 	}
-	q, err := resource.ParseQuantity(v)
-	n, ok := q.AsInt64()
-	if err != nil || !ok || n <= 0 || n > math.MaxInt32*64 {
-		return 0, fmt.Errorf("%s=%q: want a positive size such as %dMi (bytes, or a quantity: Ki, Mi, Gi)", name, v, def>>20)
-	}
-	return int(n), nil
+}
+
+// Func sets what parse makes of the variable name when it is set.
+func (e *Env) Func(name string, parse func(v string) error) { e.read(name, parse) }
+
+// String is the variable name, def when unset.
+func (e *Env) String(p *string, name, def string) {
+	*p = def
+	e.read(name, func(v string) error { *p = v; return nil })
+}
+
+// Duration is a positive duration, def when unset.
+func (e *Env) Duration(p *time.Duration, name string, def time.Duration) {
+	*p = def
+	e.read(name, func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("want a positive duration such as %v", def)
+		}
+		*p = d
+		return nil
+	})
+}
+
+// Int is a whole number of at least least, def when unset.
+func (e *Env) Int(p *int, name string, def, least int) {
+	*p = def
+	e.read(name, func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < least {
+			return fmt.Errorf("want a whole number of at least %d, such as %d", least, def)
+		}
+		*p = n
+		return nil
+	})
+}
+
+// Bytes is a positive size — a number of bytes, or a Kubernetes quantity
+// such as 160Mi — def when unset.
+func (e *Env) Bytes(p *int, name string, def int) {
+	*p = def
+	e.read(name, func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		n, ok := q.AsInt64()
+		if err != nil || !ok || n <= 0 || n > math.MaxInt32*64 {
+			return fmt.Errorf("want a positive size such as %dMi (bytes, or a quantity: Ki, Mi, Gi)", def>>20)
+		}
+		*p = int(n)
+		return nil
+	})
+}
+
+// Level is a log level (logging.ParseLevel), INFO when unset.
+func (e *Env) Level(p *slog.Level, name string) {
+	*p = slog.LevelInfo
+	e.read(name, func(v string) (err error) {
+		*p, err = logging.ParseLevel(v)
+		return err
+	})
 }

@@ -24,7 +24,6 @@ import (
 	"net/http"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -380,40 +379,15 @@ type Config struct {
 // Firestore database is fnruntime.Firestore's.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
-	var err error
-	if c.TombstoneRetention, err = fnruntime.Duration(getenv, "TOMBSTONE_RETENTION", fleet.DefaultTombstoneRetention); err != nil {
-		return Config{}, err
-	}
-	if c.EventTimeout, err = fnruntime.Duration(getenv, "EVENT_TIMEOUT", 50*time.Second); err != nil {
-		return Config{}, err
-	}
-	if c.MaxClockSkew, err = fnruntime.Duration(getenv, "MAX_CLOCK_SKEW", fleet.DefaultMaxClockSkew); err != nil {
-		return Config{}, err
-	}
-	c.FullReconcileEvery = firestoredb.DefaultFullReconcileEvery
-	if v := getenv("FULL_RECONCILE_EVERY"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return Config{}, fmt.Errorf("FULL_RECONCILE_EVERY=%q: want a whole number of at least 1, such as %d", v, firestoredb.DefaultFullReconcileEvery)
-		}
-		c.FullReconcileEvery = n
-	}
-	c.MaxClusterInFlight = DefaultMaxClusterInFlight
-	if v := getenv("MAX_CLUSTER_IN_FLIGHT"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return Config{}, fmt.Errorf("MAX_CLUSTER_IN_FLIGHT=%q: want a whole number of at least 1, below the instance's request concurrency", v)
-		}
-		c.MaxClusterInFlight = n
-	}
-	c.TopicPrefix = getenv("TOPIC_PREFIX")
-	if c.TopicPrefix == "" {
-		c.TopicPrefix = DefaultTopicPrefix
-	}
-	if c.LogLevel, err = logging.ParseLevel(getenv("LOG_LEVEL")); err != nil {
-		return Config{}, fmt.Errorf("LOG_LEVEL: %w", err)
-	}
-	return c, nil
+	e := fnruntime.NewEnv(getenv)
+	e.Duration(&c.TombstoneRetention, "TOMBSTONE_RETENTION", fleet.DefaultTombstoneRetention)
+	e.Duration(&c.EventTimeout, "EVENT_TIMEOUT", 50*time.Second)
+	e.Duration(&c.MaxClockSkew, "MAX_CLOCK_SKEW", fleet.DefaultMaxClockSkew)
+	e.Int(&c.FullReconcileEvery, "FULL_RECONCILE_EVERY", firestoredb.DefaultFullReconcileEvery, 1)
+	e.Int(&c.MaxClusterInFlight, "MAX_CLUSTER_IN_FLIGHT", DefaultMaxClusterInFlight, 1)
+	e.String(&c.TopicPrefix, "TOPIC_PREFIX", DefaultTopicPrefix)
+	e.Level(&c.LogLevel, "LOG_LEVEL")
+	return c, e.Err()
 }
 
 // defaultHandler is the handler the registered function uses: one

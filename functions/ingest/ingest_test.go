@@ -184,9 +184,14 @@ func TestConfigFromEnv(t *testing.T) {
 	assert.Equal(t, 1, c.FullReconcileEvery)
 	assert.Equal(t, slog.LevelDebug, c.LogLevel)
 
-	for k, v := range map[string]string{"TOMBSTONE_RETENTION": "forever", "EVENT_TIMEOUT": "-1s", "LOG_LEVEL": "loud", "MAX_CLOCK_SKEW": "0s", "FULL_RECONCILE_EVERY": "0"} {
+	bad := map[string]string{"TOMBSTONE_RETENTION": "forever", "EVENT_TIMEOUT": "-1s", "LOG_LEVEL": "loud", "MAX_CLOCK_SKEW": "0s", "FULL_RECONCILE_EVERY": "0", "MAX_CLUSTER_IN_FLIGHT": "none"}
+	for k, v := range bad {
 		_, err := ingest.ConfigFromEnv(env(map[string]string{k: v}))
 		assert.ErrorContains(t, err, k)
+	}
+	_, err = ingest.ConfigFromEnv(env(bad))
+	for k := range bad {
+		assert.ErrorContains(t, err, k+"=", "every error at once, not the first")
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -360,47 +359,30 @@ type Config struct {
 // LOG_LEVEL.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
-	var err error
-	if c.View.StaleAfter, err = fnruntime.Duration(getenv, "STALE_AFTER", fleetapi.DefaultStaleAfter); err != nil {
-		return Config{}, err
-	}
-	if d, err := time.ParseDuration(getenv("MAX_STALENESS")); err == nil && d == 0 {
-		c.View.MaxStaleness = -1 // 0, 0s, 0ms: every answer waits for a sync
-	} else if c.View.MaxStaleness, err = fnruntime.Duration(getenv, "MAX_STALENESS", fleetapi.DefaultMaxStaleness); err != nil {
-		return Config{}, err
-	}
-	if c.View.ClusterRefresh, err = fnruntime.Duration(getenv, "CLUSTER_REFRESH", fleetapi.DefaultClusterRefresh); err != nil {
-		return Config{}, err
-	}
-	if c.View.CommitLag, err = fnruntime.Duration(getenv, "COMMIT_LAG", fleetapi.DefaultCommitLag); err != nil {
-		return Config{}, err
-	}
-	if c.View.WatchPoll, err = fnruntime.Duration(getenv, "WATCH_POLL", fleetapi.DefaultWatchPoll); err != nil {
-		return Config{}, err
-	}
-	if c.View.Heartbeat, err = fnruntime.Duration(getenv, "HEARTBEAT", fleetapi.DefaultHeartbeat); err != nil {
-		return Config{}, err
-	}
-	if c.StreamWriteTimeout, err = fnruntime.Duration(getenv, "STREAM_WRITE_TIMEOUT", DefaultStreamWriteTimeout); err != nil {
-		return Config{}, err
-	}
-	if c.View.MaxViewBytes, err = fnruntime.Bytes(getenv, "VIEW_MAX_BYTES", fleetapi.DefaultMaxViewBytes); err != nil {
-		return Config{}, err
-	}
-	if c.View.FeedMaxBytes, err = fnruntime.Bytes(getenv, "FEED_MAX_BYTES", fleetapi.DefaultFeedMaxBytes); err != nil {
-		return Config{}, err
-	}
-	if v := getenv("MAX_STREAMS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return Config{}, fmt.Errorf("MAX_STREAMS=%q: want a whole number of at least 1, such as %d", v, fleetapi.DefaultMaxWatches)
+	e := fnruntime.NewEnv(getenv)
+	e.Duration(&c.View.StaleAfter, "STALE_AFTER", fleetapi.DefaultStaleAfter)
+	c.View.MaxStaleness = fleetapi.DefaultMaxStaleness
+	e.Func("MAX_STALENESS", func(v string) error {
+		switch d, err := time.ParseDuration(v); {
+		case err != nil || d < 0:
+			return fmt.Errorf("want a duration such as %v, or 0: every answer waits for a sync", fleetapi.DefaultMaxStaleness)
+		case d == 0:
+			c.View.MaxStaleness = -1 // the view's "never stale": every answer waits
+		default:
+			c.View.MaxStaleness = d
 		}
-		c.View.MaxWatches = n
-	}
-	if c.LogLevel, err = logging.ParseLevel(getenv("LOG_LEVEL")); err != nil {
-		return Config{}, fmt.Errorf("LOG_LEVEL: %w", err)
-	}
-	return c, nil
+		return nil
+	})
+	e.Duration(&c.View.ClusterRefresh, "CLUSTER_REFRESH", fleetapi.DefaultClusterRefresh)
+	e.Duration(&c.View.CommitLag, "COMMIT_LAG", fleetapi.DefaultCommitLag)
+	e.Duration(&c.View.WatchPoll, "WATCH_POLL", fleetapi.DefaultWatchPoll)
+	e.Duration(&c.View.Heartbeat, "HEARTBEAT", fleetapi.DefaultHeartbeat)
+	e.Duration(&c.StreamWriteTimeout, "STREAM_WRITE_TIMEOUT", DefaultStreamWriteTimeout)
+	e.Bytes(&c.View.MaxViewBytes, "VIEW_MAX_BYTES", fleetapi.DefaultMaxViewBytes)
+	e.Bytes(&c.View.FeedMaxBytes, "FEED_MAX_BYTES", fleetapi.DefaultFeedMaxBytes)
+	e.Int(&c.View.MaxWatches, "MAX_STREAMS", fleetapi.DefaultMaxWatches, 1)
+	e.Level(&c.LogLevel, "LOG_LEVEL")
+	return c, e.Err()
 }
 
 // defaultHandler serves the registered function: one Firestore client and
