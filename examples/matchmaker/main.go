@@ -21,19 +21,24 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"cloud.google.com/go/firestore"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetcast/fleetcast/fleetwatch"
-	"github.com/fleetcast/fleetcast/internal/cli"
 )
 
 func main() {
-	cli.Main("matchmaker", func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-		return run(ctx, args, getenv, os.Stdin, stdout, stderr)
-	})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) { // -h has printed the usage
+		fmt.Fprintf(os.Stderr, "matchmaker: %v\n", err)
+		os.Exit(1)
+	}
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {

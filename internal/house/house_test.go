@@ -136,3 +136,44 @@ func TestNoProgramLinksTesting(t *testing.T) {
 		assert.NotContains(t, strings.Fields(string(deps)), "testing", "%s links testing", m)
 	}
 }
+
+// TestEveryExampleBuildsAsAModuleOfItsOwn copies each example out of the
+// tree, as a studio would, into a module that requires fleetcast (replaced
+// by this checkout): an example that used an internal package, or
+// anything else a studio cannot import, does not build there.
+func TestEveryExampleBuildsAsAModuleOfItsOwn(t *testing.T) {
+	abs, err := filepath.Abs(root)
+	require.NoError(t, err)
+	examples, err := os.ReadDir(filepath.Join(root, "examples"))
+	require.NoError(t, err)
+	require.NotEmpty(t, examples)
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	require.NoError(t, err)
+	for _, e := range examples {
+		if !e.IsDir() {
+			continue
+		}
+		t.Run(e.Name(), func(t *testing.T) {
+			dir := t.TempDir()
+			files, err := filepath.Glob(filepath.Join(root, "examples", e.Name(), "*.go"))
+			require.NoError(t, err)
+			for _, f := range files {
+				if strings.HasSuffix(f, "_test.go") {
+					continue // its tests run in the tree, on the emulators
+				}
+				b, err := os.ReadFile(f)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644))
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/"+e.Name()+"\n\ngo 1.26.0\n\n"+
+				"require github.com/fleetcast/fleetcast v0.0.0\n\nreplace github.com/fleetcast/fleetcast => "+abs+"\n"), 0o644))
+			for _, args := range [][]string{{"mod", "tidy"}, {"build", "-o", os.DevNull, "."}} {
+				cmd := exec.Command("go", args...)
+				cmd.Dir = dir
+				out, err := cmd.CombinedOutput()
+				require.NoError(t, err, "go %s in a module of its own:\n%s", strings.Join(args, " "), out)
+			}
+		})
+	}
+}
