@@ -32,7 +32,7 @@ const (
 	DefaultClusterRefresh = time.Second
 	// DefaultCommitLag bounds how long after its server timestamp a
 	// write may become visible to queries. The Firestore emulator
-	// showed up to 13 ms with four concurrent writers (see README).
+	// showed up to 13 ms with four concurrent writers (docs/api.md).
 	DefaultCommitLag = 250 * time.Millisecond
 	// DefaultMaxStaleness is how old a view may be and still answer
 	// without waiting for a sync; see Options.MaxStaleness.

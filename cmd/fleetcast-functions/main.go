@@ -28,7 +28,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, _, stde
 		fmt.Fprintln(stderr, `Usage of fleetcast-functions: serves the Cloud Functions with the Functions Framework, configured
 by the environment: FUNCTION_TARGET (IngestFleetEvents or QueryFleets; every function
 at /<Name> when unset), PORT (8080), HOST (127.0.0.1), and each function's variables
-(see the README). It takes no flags.`)
+(docs/operations.md). It takes no flags.`)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err

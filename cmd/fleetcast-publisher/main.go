@@ -1,6 +1,6 @@
 // Command fleetcast-publisher runs in each game cluster: it watches the
-// cluster's Agones Fleets and publishes their state to Pub/Sub. See the
-// README's configuration table for its flags.
+// cluster's Agones Fleets and publishes their state to Pub/Sub. See
+// docs/publisher.md for its flags (or run it with -h).
 package main
 
 import (

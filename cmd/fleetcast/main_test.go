@@ -269,16 +269,16 @@ func TestHelp(t *testing.T) {
 	assert.Contains(t, stdout, "--selector")
 }
 
-// TestTheREADMEShowsTheHelp: the README's CLI section is fleetcast --help.
-func TestTheREADMEShowsTheHelp(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// TestTheDocsShowTheHelp: docs/cli.md shows fleetcast --help as it is.
+func TestTheDocsShowTheHelp(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
 	require.NoError(t, err)
 	var out bytes.Buffer
 	root := newRoot(t.Context(), &options{}, func(string) string { return "" }, &out, &out)
 	root.SetArgs([]string{"--help"})
 	require.NoError(t, root.Execute())
 	block := "```\n$ fleetcast --help\n" + out.String() + "```\n"
-	assert.True(t, strings.Contains(string(readme), block), "README.md's CLI section must show fleetcast --help exactly; paste:\n%s", block)
+	assert.True(t, strings.Contains(string(readme), block), "docs/cli.md must show fleetcast --help exactly; paste:\n%s", block)
 }
 
 // TestVersionAndCompletion: version names the build; completion writes

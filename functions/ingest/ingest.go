@@ -375,7 +375,7 @@ type Config struct {
 	LogLevel slog.Level
 }
 
-// ConfigFromEnv reads the configuration (see the README's table); the
+// ConfigFromEnv reads the configuration (docs/operations.md's table); the
 // Firestore database is fnruntime.Firestore's.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config

@@ -1,6 +1,7 @@
-// Package house tests the tree's own rules: the README's development map
-// names every package and every directory it names exists, and benchmarks
-// live in *_bench_test.go files.
+// Package house tests the tree's own rules: where programs live and what
+// they link, what examples may import, that every package says what it is,
+// that the documents' links resolve, and that benchmarks live in
+// *_bench_test.go files.
 package house
 
 import (
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,67 +22,124 @@ import (
 
 const root = "../.."
 
-// mapEntries are the paths the README's development map describes: the
-// first word of each line of its code block that starts at the margin.
-func mapEntries(t *testing.T) []string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+// TestEveryPackageSaysWhatItIs: the package map lives in package
+// comments (go doc), not in a second copy that drifts: every package of
+// the module has one, except generated code.
+func TestEveryPackageSaysWhatItIs(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{if .GoFiles}}{{.ImportPath}} {{.Doc}}\n{{end}}", root+"/...").Output()
 	require.NoError(t, err)
-	readme := string(b)
-	start := strings.Index(readme, "## Development\n\n```\n")
-	require.GreaterOrEqual(t, start, 0, "the README has a development map")
-	block := readme[start+len("## Development\n\n```\n"):]
-	block = block[:strings.Index(block, "```")]
-	path := regexp.MustCompile(`^([a-z][a-z0-9_./-]*(/|\.go))\s`)
-	var out []string
-	for _, line := range strings.Split(block, "\n") {
-		if m := path.FindStringSubmatch(line); m != nil {
-			out = append(out, strings.TrimSuffix(m[1], "/"))
+	lines := strings.Fields(strings.ReplaceAll(string(out), " ", "\x00"))
+	require.Greater(t, len(lines), 30)
+	for _, l := range lines {
+		pkg, doc, _ := strings.Cut(strings.ReplaceAll(l, "\x00", " "), " ")
+		if strings.Contains(pkg, "/gen/") {
+			continue
 		}
+		assert.NotEmpty(t, doc, "package %s has no package comment", pkg)
 	}
-	require.Greater(t, len(out), 30)
-	return out
 }
 
-func TestTheDevelopmentMapMatchesTheTree(t *testing.T) {
-	entries := mapEntries(t)
-	for _, e := range entries {
-		_, err := os.Stat(filepath.Join(root, e))
-		assert.NoError(t, err, "the map names %s, which does not exist", e)
+// TestTheREADMEIsShortAndTheDocsAreThere: the README is what fleetcast is,
+// the quickstart, deploying, integrating and links, at most 12 KB;
+// everything else is a document of docs/.
+func TestTheREADMEIsShortAndTheDocsAreThere(t *testing.T) {
+	info, err := os.Stat(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	assert.LessOrEqual(t, info.Size(), int64(12<<10), "README.md is at most 12 KB")
+	for _, doc := range []string{"architecture.md", "api.md", "cli.md", "operations.md", "security.md", "publisher.md", "development.md"} {
+		assert.FileExists(t, filepath.Join(root, "docs", doc))
 	}
-	out, err := exec.Command("go", "list", "-f", "{{.Dir}}", root+"/...").Output()
-	require.NoError(t, err)
-	abs, err := filepath.Abs(root)
-	require.NoError(t, err)
-	for _, dir := range strings.Fields(string(out)) {
-		rel, err := filepath.Rel(abs, dir)
+}
+
+// link is a Markdown link or image: [text](target).
+var link = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)\)`)
+
+// TestEveryRelativeLinkResolves: every relative link of every Markdown
+// file names a file or directory of the tree, and its #fragment, if any, a
+// heading of that file (GitHub's anchors).
+func TestEveryRelativeLinkResolves(t *testing.T) {
+	var files []string
+	require.NoError(t, filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			rel, err := filepath.Rel(root, path)
+			files = append(files, rel)
+			return err
+		}
+		return nil
+	}))
+	require.Greater(t, len(files), 8)
+	checked := 0
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, f))
 		require.NoError(t, err)
-		rel = filepath.ToSlash(rel)
-		switch {
-		case rel == ".":
-			rel = "functions.go" // the root package is its one file
-		case strings.HasPrefix(rel, "gen/"):
-			rel = "gen" // generated, described as a whole
+		for _, m := range link.FindAllStringSubmatch(withoutCode(string(b)), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			checked++
+			path, fragment, _ := strings.Cut(target, "#")
+			dest := filepath.Join(root, f)
+			if path != "" {
+				dest = filepath.Join(filepath.Dir(filepath.Join(root, f)), path)
+				if _, err := os.Stat(dest); err != nil {
+					assert.Fail(t, "a link to nothing", "%s links to %s, which does not exist", f, target)
+					continue
+				}
+			}
+			if fragment != "" {
+				b, err := os.ReadFile(dest)
+				require.NoError(t, err)
+				assert.Contains(t, anchors(string(b)), fragment, "%s links to %s, which has no such heading", f, target)
+			}
 		}
-		assert.Contains(t, entries, rel, "package %s is missing from the README's development map", rel)
 	}
-	top, err := os.ReadDir(root)
-	require.NoError(t, err)
-	for _, d := range top {
-		if d.IsDir() && !strings.HasPrefix(d.Name(), ".") && d.Name() != "bin" {
-			assert.True(t, covered(entries, d.Name()), "directory %s/ is missing from the README's development map", d.Name())
-		}
-	}
+	assert.Greater(t, checked, 20)
 }
 
-// covered: the map names dir or something in it.
-func covered(entries []string, dir string) bool {
-	for _, e := range entries {
-		if e == dir || strings.HasPrefix(e, dir+"/") {
-			return true
+// withoutCode is a Markdown text without its fenced code blocks.
+func withoutCode(s string) string {
+	var out []string
+	fenced := false
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			out = append(out, l)
 		}
 	}
-	return false
+	return strings.Join(out, "\n")
+}
+
+// anchors are the fragments GitHub gives a Markdown text's headings:
+// lowercased, spaces to hyphens, punctuation other than - and _ dropped.
+func anchors(s string) []string {
+	var out []string
+	for _, l := range strings.Split(withoutCode(s), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			continue
+		}
+		h := strings.TrimSpace(strings.TrimLeft(l, "#"))
+		var a strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case r == ' ':
+				a.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				a.WriteRune(r)
+			}
+		}
+		out = append(out, a.String())
+	}
+	return out
 }
 
 // TestBenchmarksLiveInBenchFiles: every benchmark of the module is in a
