@@ -35,12 +35,7 @@ func WatchAPI(ctx context.Context, client fleetcastv1connect.InformationServiceC
 	}
 	f := &follower{v: v, client: client, clusters: map[string]bool{}, labels: map[string]map[string]string{},
 		ready: make(chan struct{}), failed: make(chan error, 1)}
-	v.stale = func(cluster string, now time.Time) bool {
-		stale, known := f.clusters[cluster]
-		return stale || !known || now.Sub(f.heard) > q.StaleAfter
-	}
-	v.clusters = func() []string { return slices.Collect(maps.Keys(f.clusters)) }
-	v.labelsOf = func(cluster string) map[string]string { return f.labels[cluster] }
+	v.clusters = f
 	lctx, cancel := context.WithCancelCause(ctx)
 	v.end = cancel
 	var wg sync.WaitGroup
@@ -59,6 +54,18 @@ func WatchAPI(ctx context.Context, client fleetcastv1connect.InformationServiceC
 	}
 	return v, nil
 }
+
+// Names, Stale and Labels are what the stream last said of the clusters
+// (a clusterSource): a cluster is stale as the stream said, when it never
+// said, and once the stream has been silent for StaleAfter.
+func (f *follower) Names() []string { return slices.Collect(maps.Keys(f.clusters)) }
+
+func (f *follower) Stale(cluster string, now time.Time) bool {
+	stale, known := f.clusters[cluster]
+	return stale || !known || now.Sub(f.heard) > f.v.q.StaleAfter
+}
+
+func (f *follower) Labels(cluster string) map[string]string { return f.labels[cluster] }
 
 // follower reads the stream into a View.
 type follower struct {

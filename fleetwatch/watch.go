@@ -1,15 +1,3 @@
-// Package fleetwatch keeps a live, local view of fleetcast's fleets for a
-// matchmaker. It starts from a consistent view, then applies Added,
-// Modified and Removed changes, and follows the clusters so that a cluster
-// whose publisher went quiet turns stale even when none of its fleets
-// changes. Two sources feed it: Firestore realtime listeners (Watch), for
-// programs with Firestore credentials, or the query API's stream
-// (WatchAPI), which needs only an ID token and costs Firestore nothing per
-// client. Starting fails fast on errors that retrying cannot mend
-// (permission denied, not found, invalid argument) and gives up after
-// Options.StartTimeout otherwise; once started, errors are retried with
-// jittered backoff and reported (Options.OnError, and the log, which is
-// slog.Default() unless set). Cancelling the context ends the watch.
 package fleetwatch
 
 import (
@@ -98,21 +86,49 @@ type Change struct {
 	Cluster string
 }
 
+// A clusterSource is what a view's source says of the clusters, each
+// method called under the view's lock: Firestore's cluster documents
+// (Watch's heartbeats) or what the query API's stream last told
+// (WatchAPI's follower).
+type clusterSource interface {
+	// Names are the clusters whose staleness the view judges.
+	Names() []string
+	// Stale says whether cluster is stale at now.
+	Stale(cluster string, now time.Time) bool
+	// Labels are cluster's labels, nil when unknown.
+	Labels(cluster string) map[string]string
+}
+
+// heartbeats are the cluster documents Watch's listener follows: a
+// cluster is stale once its heartbeat is older than staleAfter.
+type heartbeats struct {
+	v          *View
+	docs       map[string]*fleet.ClusterDocument
+	staleAfter time.Duration
+}
+
+func (h *heartbeats) Names() []string { return slices.Collect(maps.Keys(h.docs)) }
+
+func (h *heartbeats) Stale(cluster string, now time.Time) bool {
+	return fleetapi.IsStale(h.docs[cluster], now, h.staleAfter)
+}
+
+func (h *heartbeats) Labels(cluster string) map[string]string {
+	if c := h.docs[cluster]; c != nil {
+		return c.Labels
+	}
+	return nil
+}
+
 // View is the live view. Its methods are safe for concurrent use.
 type View struct {
 	q      Options
 	mu     sync.RWMutex
 	fleets map[string]fleetapi.Fleet // by document ID; Stale is judged when read
-	// stale judges a cluster at a time, under mu: from its heartbeat
-	// (Watch) or as the stream last told (WatchAPI).
-	stale func(cluster string, now time.Time) bool
-	clus  map[string]*fleet.ClusterDocument // Watch's
-	// clusters lists the clusters whose staleness is judged, under mu.
-	clusters func() []string
+	// clusters is what the source says of the clusters, read under mu.
+	clusters clusterSource
 	// end ends the watch with a cause.
 	end context.CancelCauseFunc
-	// labelsOf returns a cluster's labels, under mu.
-	labelsOf func(cluster string) map[string]string
 	// probe, if set, explains a start that timed out without an error:
 	// Firestore's listeners retry unavailability themselves, silently.
 	probe func(context.Context) error
@@ -140,7 +156,7 @@ func newView(q Options) (*View, Options, error) {
 	if len(q.Clusters) > fleetapi.MaxClusters {
 		return nil, q, fmt.Errorf("watch: at most %d clusters, got %d", fleetapi.MaxClusters, len(q.Clusters))
 	}
-	return &View{q: q, fleets: map[string]fleetapi.Fleet{}, clus: map[string]*fleet.ClusterDocument{}, judged: map[string]bool{},
+	return &View{q: q, fleets: map[string]fleetapi.Fleet{}, judged: map[string]bool{},
 		done: make(chan struct{})}, q, nil
 }
 
@@ -155,14 +171,8 @@ func Watch(ctx context.Context, client *firestore.Client, q Options) (*View, err
 	if err != nil {
 		return nil, err
 	}
-	v.stale = func(cluster string, now time.Time) bool { return fleetapi.IsStale(v.clus[cluster], now, q.StaleAfter) }
-	v.clusters = func() []string { return slices.Collect(maps.Keys(v.clus)) }
-	v.labelsOf = func(cluster string) map[string]string {
-		if c := v.clus[cluster]; c != nil {
-			return c.Labels
-		}
-		return nil
-	}
+	beats := &heartbeats{v: v, docs: map[string]*fleet.ClusterDocument{}, staleAfter: q.StaleAfter}
+	v.clusters = beats
 	v.probe = func(ctx context.Context) error {
 		it := firestoredb.ClustersQuery(client).Limit(1).Documents(ctx)
 		defer it.Stop()
@@ -181,7 +191,7 @@ func Watch(ctx context.Context, client *firestore.Client, q Options) (*View, err
 	failed := make(chan error, 2)
 	var wg sync.WaitGroup
 	wg.Go(func() { listen(lctx, v, "fleets", fleetsQ, fleetsReady, failed, v.resetFleets, v.applyFleet) })
-	wg.Go(func() { listen(lctx, v, "clusters", clustersQ, clustersReady, failed, v.resetClusters, v.applyCluster) })
+	wg.Go(func() { listen(lctx, v, "clusters", clustersQ, clustersReady, failed, beats.reset, beats.apply) })
 	wg.Go(func() { v.judging(lctx) })
 	go func() {
 		wg.Wait()
@@ -378,10 +388,10 @@ func (v *View) judge() {
 		v.mu.Unlock()
 		return
 	}
-	names := v.clusters()
+	names := v.clusters.Names()
 	slices.Sort(names)
 	for _, c := range names {
-		st := v.stale(c, now)
+		st := v.clusters.Stale(c, now)
 		old, known := v.judged[c]
 		v.judged[c] = st
 		if known && old != st {
@@ -482,28 +492,30 @@ func (v *View) decodeFleet(s *firestore.DocumentSnapshot) *fleet.Document {
 	return d
 }
 
-func (v *View) resetClusters(docs []*firestore.DocumentSnapshot, _ bool) {
+// reset replaces the heartbeats with the listener's full snapshot.
+func (h *heartbeats) reset(docs []*firestore.DocumentSnapshot, _ bool) {
 	next := map[string]*fleet.ClusterDocument{}
 	for _, s := range docs {
 		if c, err := firestoredb.DecodeCluster(s); err == nil {
 			next[c.Cluster] = c
 		}
 	}
-	v.mu.Lock()
-	v.clus = next
-	v.mu.Unlock()
-	v.judge()
+	h.v.mu.Lock()
+	h.docs = next
+	h.v.mu.Unlock()
+	h.v.judge()
 }
 
-func (v *View) applyCluster(c firestore.DocumentChange) {
-	v.mu.Lock()
+// apply applies one change the listener saw.
+func (h *heartbeats) apply(c firestore.DocumentChange) {
+	h.v.mu.Lock()
 	if c.Kind == firestore.DocumentRemoved {
-		delete(v.clus, c.Doc.Ref.ID)
+		delete(h.docs, c.Doc.Ref.ID)
 	} else if cd, err := firestoredb.DecodeCluster(c.Doc); err == nil {
-		v.clus[cd.Cluster] = cd
+		h.docs[cd.Cluster] = cd
 	}
-	v.mu.Unlock()
-	v.judge()
+	h.v.mu.Unlock()
+	h.v.judge()
 }
 
 func (v *View) emit(kind ChangeKind, f fleetapi.Fleet) {
@@ -511,7 +523,7 @@ func (v *View) emit(kind ChangeKind, f fleetapi.Fleet) {
 		return
 	}
 	v.mu.RLock()
-	f.Stale = v.stale(f.Cluster, v.q.Now())
+	f.Stale = v.clusters.Stale(f.Cluster, v.q.Now())
 	v.mu.RUnlock()
 	v.report(Change{Kind: kind, Fleet: f})
 }
@@ -539,7 +551,7 @@ func (v *View) Fleets(selector labels.Selector) []fleetapi.Fleet {
 	out := []fleetapi.Fleet{}
 	for _, f := range v.fleets {
 		if selector.Matches(labels.Set(f.Labels)) {
-			f.Stale = v.stale(f.Cluster, now)
+			f.Stale = v.clusters.Stale(f.Cluster, now)
 			out = append(out, f)
 		}
 	}
@@ -618,8 +630,8 @@ func (v *View) Choose(selector labels.Selector, p Policy) (fleetapi.Fleet, int, 
 	v.mu.RLock()
 	clusterLabels := make(map[string]labels.Set, len(candidates))
 	for _, f := range candidates {
-		if _, ok := clusterLabels[f.Cluster]; !ok && v.labelsOf != nil {
-			clusterLabels[f.Cluster] = labels.Set(v.labelsOf(f.Cluster))
+		if _, ok := clusterLabels[f.Cluster]; !ok {
+			clusterLabels[f.Cluster] = labels.Set(v.clusters.Labels(f.Cluster))
 		}
 	}
 	v.mu.RUnlock()
