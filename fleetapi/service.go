@@ -198,21 +198,33 @@ func NewService(src Source, opts Options) *Service {
 }
 
 // Read is a consistent reading of the view, as current as Options say:
-// every write acknowledged before Read was called is in it, or, within
-// MaxStaleness, every write acknowledged that long before; cluster
-// documents may be up to ClusterRefresh older. Close it promptly: syncs
-// wait for it.
+// every write acknowledged before Service.Read was called is in it, or,
+// within MaxStaleness, every write acknowledged that long before; cluster
+// documents may be up to ClusterRefresh older. It is valid only during
+// the call Service.Read makes with it.
 type Read struct {
 	s     *Service
 	now   time.Time
 	stale map[string]bool // by cluster, for every cluster with a document
 	tag   uint64          // digest of the view and the staleness of its clusters
-	once  sync.Once
 }
 
-// Read syncs the view and returns a reading of it. The error is an *Error
+// Read syncs the view and calls f with a reading of it, returning f's
+// error. The view does not change during f, and syncs wait for it: keep
+// it short, and copy out what outlives it. The error is an *Error
 // (Unavailable or Internal) when the store cannot be read.
-func (s *Service) Read(ctx context.Context) (*Read, error) {
+func (s *Service) Read(ctx context.Context, f func(*Read) error) error {
+	r, err := s.read(ctx)
+	if err != nil {
+		return err
+	}
+	defer r.s.mu.RUnlock()
+	return f(r)
+}
+
+// read syncs the view and returns a reading of it, holding the view's read
+// lock, which the caller releases.
+func (s *Service) read(ctx context.Context) (*Read, error) {
 	if err := s.sync(ctx); err != nil {
 		return nil, err
 	}
@@ -230,9 +242,6 @@ func (s *Service) Read(ctx context.Context) (*Read, error) {
 	r.tag = h.Sum64()
 	return r, nil
 }
-
-// Close releases the reading. It may be called more than once.
-func (r *Read) Close() { r.once.Do(r.s.mu.RUnlock) }
 
 // ETag returns the entity tag of the answer named by key (an endpoint and
 // its canonical parameters) in this reading: it changes when any document
@@ -413,13 +422,12 @@ func (s *Service) LabelValues(ctx context.Context, key string, includeStale bool
 }
 
 func withRead[T any](ctx context.Context, s *Service, f func(*Read) (T, error)) (T, error) {
-	r, err := s.Read(ctx)
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	defer r.Close()
-	return f(r)
+	var v T
+	err := s.Read(ctx, func(r *Read) (err error) {
+		v, err = f(r)
+		return err
+	})
+	return v, err
 }
 
 // AllFleets returns every fleet matching q, following the pages.

@@ -329,23 +329,27 @@ func TestANewInstanceAndAWarmOneAgree(t *testing.T) {
 		if round%5 == 0 {
 			w.heartbeat("ps5", time.Duration(rng.IntN(200))*time.Second)
 		}
-		r, err := warm.Read(t.Context())
-		require.NoError(t, err)
-		warmFleets, _ := r.Fleets(NewQuery())
-		warmLabels, _ := r.Labels("v", true)
-		warmClusters, warmTag := r.Clusters(), r.ETag("x")
-		r.Close()
+		var warmFleets FleetList
+		var warmLabels LabelValues
+		var warmClusters ClusterList
+		var warmTag string
+		require.NoError(t, warm.Read(t.Context(), func(r *Read) error {
+			warmFleets, _ = r.Fleets(NewQuery())
+			warmLabels, _ = r.Labels("v", true)
+			warmClusters, warmTag = r.Clusters(), r.ETag("x")
+			return nil
+		}))
 
 		cold := w.service(Options{ClusterRefresh: -1})
-		r, err = cold.Read(t.Context())
-		require.NoError(t, err)
-		coldFleets, _ := r.Fleets(NewQuery())
-		coldLabels, _ := r.Labels("v", true)
-		assert.Equal(t, coldFleets, warmFleets, "round %d", round)
-		assert.Equal(t, coldLabels, warmLabels)
-		assert.Equal(t, r.Clusters(), warmClusters)
-		assert.Equal(t, r.ETag("x"), warmTag)
-		r.Close()
+		require.NoError(t, cold.Read(t.Context(), func(r *Read) error {
+			coldFleets, _ := r.Fleets(NewQuery())
+			coldLabels, _ := r.Labels("v", true)
+			assert.Equal(t, coldFleets, warmFleets, "round %d", round)
+			assert.Equal(t, coldLabels, warmLabels)
+			assert.Equal(t, r.Clusters(), warmClusters)
+			assert.Equal(t, r.ETag("x"), warmTag)
+			return nil
+		}))
 	}
 }
 
@@ -353,11 +357,9 @@ func TestETags(t *testing.T) {
 	w := newWorld(t)
 	w.put(doc("pc", "games", "a", nil, 1, nil))
 	svc := w.service(Options{ClusterRefresh: -1})
-	tag := func(key string) string {
-		r, err := svc.Read(t.Context())
-		require.NoError(t, err)
-		defer r.Close()
-		return r.ETag(key)
+	tag := func(key string) (tag string) {
+		require.NoError(t, svc.Read(t.Context(), func(r *Read) error { tag = r.ETag(key); return nil }))
+		return tag
 	}
 	first := tag("k")
 	assert.Equal(t, first, tag("k"), "nothing changed")
@@ -507,11 +509,10 @@ func TestMaxStaleness(t *testing.T) {
 	w.clk.Add(600 * time.Millisecond)
 	all(t, svc, NewQuery()) // past half: a sync in the background
 	assert.Eventually(t, func() bool {
-		r, err := svc.Read(t.Context())
-		require.NoError(t, err)
-		defer r.Close()
-		_, err = r.Fleet(fleet.Key{Cluster: "pc", Namespace: "games", Name: "b"})
-		return err == nil
+		return svc.Read(t.Context(), func(r *Read) error {
+			_, err := r.Fleet(fleet.Key{Cluster: "pc", Namespace: "games", Name: "b"})
+			return err
+		}) == nil
 	}, 5*time.Second, time.Millisecond)
 }
 

@@ -37,16 +37,16 @@ func BenchmarkViewAnswer(b *testing.B) {
 				q, err = q.Next(l.NextPageToken)
 				require.NoError(b, err)
 			}
-			r, err := svc.Read(b.Context())
-			require.NoError(b, err)
-			defer r.Close()
 			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				if _, err := r.Fleets(q); err != nil {
-					b.Fatal(err)
+			require.NoError(b, svc.Read(b.Context(), func(r *Read) error {
+				b.ResetTimer()
+				for b.Loop() {
+					if _, err := r.Fleets(q); err != nil {
+						return err
+					}
 				}
-			}
+				return nil
+			}))
 		})
 	}
 }

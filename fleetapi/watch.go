@@ -174,13 +174,7 @@ func (s *Service) Watch(ctx context.Context, q Query, resumeToken string, send f
 		return err
 	}
 	defer stop()
-	r, err := s.Read(ctx)
-	if err != nil {
-		return err
-	}
-	err = r.knownKeys(q)
-	r.Close()
-	if err != nil {
+	if err := s.Read(ctx, func(r *Read) error { return r.knownKeys(q) }); err != nil {
 		return err
 	}
 	if resumeToken == "" {

@@ -102,13 +102,13 @@ func (c *watcher) apply(e Event) {
 // want returns the fleets a watch of q must hold: the answer of the
 // API.
 func want(t *testing.T, svc *Service, q Query) map[string]Fleet {
-	r, err := svc.Read(t.Context())
-	require.NoError(t, err)
-	defer r.Close()
 	out := map[string]Fleet{}
 	q.PageSize = MaxPageSize
-	l, err := r.Fleets(q)
-	require.NoError(t, err)
+	var l FleetList
+	require.NoError(t, svc.Read(t.Context(), func(r *Read) (err error) {
+		l, err = r.Fleets(q)
+		return err
+	}))
 	require.Empty(t, l.NextPageToken)
 	for _, f := range l.Items {
 		out[f.Cluster+"/"+f.Namespace+"/"+f.Name] = f

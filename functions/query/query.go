@@ -143,30 +143,32 @@ func (h *Handler) get(e endpoint) http.HandlerFunc {
 			h.fail(w, r, err)
 			return
 		}
-		read, err := h.svc.Read(r.Context())
+		gz := acceptsGzip(r)
+		var etag string
+		var v any
+		notModified := false
+		err = h.svc.Read(r.Context(), func(read *fleetapi.Read) (err error) {
+			etag = read.ETag(key)
+			if gz {
+				etag += "-gzip" // a strong ETag names one representation
+			}
+			etag = `"` + etag + `"`
+			if notModified = matchesETag(r.Header.Get("If-None-Match"), etag); notModified {
+				return nil
+			}
+			v, err = answer(read)
+			return err
+		})
 		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		gz := acceptsGzip(r)
-		etag := read.ETag(key)
-		if gz {
-			etag += "-gzip" // a strong ETag names one representation
-		}
-		etag = `"` + etag + `"`
-		if matchesETag(r.Header.Get("If-None-Match"), etag) {
-			read.Close()
+		if notModified {
 			hd := w.Header()
 			hd.Set("ETag", etag)
 			hd.Set("Cache-Control", "no-cache")
 			hd.Set("Vary", "Accept-Encoding")
 			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-		v, err := answer(read)
-		read.Close()
-		if err != nil {
-			h.fail(w, r, err)
 			return
 		}
 		h.reply(w, r, v, etag, gz)
