@@ -1,8 +1,10 @@
 // Package fleetapi is fleetcast's read model, independent of HTTP: the
 // query parameters and their parsing, matching, ordering, pages and page
 // tokens, the answer shapes of schemas/query_api.openapi.yaml, one error
-// type, the Service that answers from an in-memory view of the live fleets
-// and clusters, and the HTTP Client of the same API.
+// type, and the Service that answers from an in-memory view of the live
+// fleets and clusters. Its HTTP client is package fleetclient, so that a
+// program wanting fleetapi.Fleet links no HTTP client or Google
+// credentials.
 //
 // The view costs what changed, not what matched: a Service reads every
 // live fleet and cluster once, then, before each answer, only the

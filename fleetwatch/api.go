@@ -19,7 +19,7 @@ import (
 
 // WatchAPI is Watch fed by the query API's stream
 // (InformationService.WatchFleets) instead of Firestore: a matchmaker
-// outside Google Cloud needs only an ID token (fleetapi.HTTPClient), and
+// outside Google Cloud needs only an ID token (fleetclient.NewHTTPClient), and
 // every client of an instance shares its one read of each change. The
 // stream includes the fleets of stale clusters, marked, as Watch does; a
 // cluster is stale as the stream last said, and every cluster is stale

@@ -29,6 +29,7 @@ import (
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetclient"
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 )
@@ -151,7 +152,7 @@ func newRoot(ctx context.Context, o *options, getenv func(string) string, stdout
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentPreRun = func(*cobra.Command, []string) {
-		if u, err := url.Parse(o.api); err == nil && u.Scheme == "http" && !fleetapi.IsLoopback(u.Hostname()) {
+		if u, err := url.Parse(o.api); err == nil && u.Scheme == "http" && !fleetclient.IsLoopback(u.Hostname()) {
 			fmt.Fprintf(stderr, "fleetcast: --api %s is plain http: no ID token is sent over it (a Cloud Function wants https://)\n", o.api)
 		}
 	}
@@ -408,7 +409,11 @@ func fleetParams(o options) url.Values {
 // through the same read model the API answers from.
 func newAPI(ctx context.Context, o options) (fleetapi.API, func(), error) {
 	if o.api != "" {
-		c, err := fleetapi.NewClientWith(ctx, o.api, o.auth())
+		hc, err := fleetclient.NewHTTPClient(ctx, o.api, o.auth())
+		if err != nil {
+			return nil, nil, apiError(err)
+		}
+		c, err := fleetclient.New(hc, o.api, fleetclient.WithUserAgent("fleetcast-cli"))
 		if err != nil {
 			return nil, nil, apiError(err)
 		}
@@ -423,14 +428,14 @@ func newAPI(ctx context.Context, o options) (fleetapi.API, func(), error) {
 }
 
 // auth is how the CLI gets ID tokens for --api.
-func (o options) auth() fleetapi.Auth {
-	return fleetapi.Auth{ImpersonateServiceAccount: o.impersonate}
+func (o options) auth() fleetclient.Auth {
+	return fleetclient.Auth{ImpersonateServiceAccount: o.impersonate}
 }
 
 // apiError is a failure to set up the --api client: a bad URL is bad
 // input; credentials that cannot get an ID token are not.
 func apiError(err error) error {
-	if strings.Contains(err.Error(), "want an http(s) URL") {
+	if errors.Is(err, fleetclient.ErrInvalidURL) {
 		return usagef("--api: %w", err)
 	}
 	return fmt.Errorf("--api: %w", err)
@@ -658,7 +663,11 @@ func watch(ctx context.Context, o *options, w, errOut io.Writer) error {
 	}
 	// From the query API's stream, or from Firestore's listeners.
 	start := func(opts fleetwatch.Options) (*fleetwatch.View, error) {
-		base, hc, err := fleetapi.HTTPClientWith(ctx, o.api, o.auth())
+		base, err := fleetclient.ParseBaseURL(o.api)
+		if err != nil {
+			return nil, apiError(err)
+		}
+		hc, err := fleetclient.NewHTTPClient(ctx, base, o.auth())
 		if err != nil {
 			return nil, apiError(err)
 		}

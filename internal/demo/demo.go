@@ -33,6 +33,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetclient"
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
@@ -290,7 +291,7 @@ func show(ctx context.Context, out io.Writer, view *fleetwatch.View, interactive
 func verify(out io.Writer, queryURL string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	api, err := fleetapi.NewClient(ctx, queryURL, nil)
+	api, err := fleetclient.New(nil, queryURL) // a local runner: no ID token
 	if err != nil {
 		return err
 	}

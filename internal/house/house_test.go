@@ -236,3 +236,16 @@ func TestEveryExampleBuildsAsAModuleOfItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// TestTheReadModelLinksNoCredentials: a program that wants fleetapi.Fleet
+// links the read model, not an HTTP client with Google's credentials
+// (package fleetclient has them).
+func TestTheReadModelLinksNoCredentials(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", root+"/fleetapi").Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	for _, banned := range []string{"golang.org/x/oauth2/google", "google.golang.org/api/idtoken", "github.com/fleetcast/fleetcast/fleetclient"} {
+		assert.NotContains(t, deps, banned)
+	}
+	assert.Less(t, len(deps), 250, "the read model's dependencies")
+}

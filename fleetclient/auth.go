@@ -1,4 +1,4 @@
-package fleetapi
+package fleetclient
 
 import (
 	"context"

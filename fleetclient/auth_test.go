@@ -1,4 +1,4 @@
-package fleetapi_test
+package fleetclient_test
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 
-	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetclient"
 )
 
 // issuer stands in for Google's token endpoints: OAuth (a user's refresh
@@ -163,32 +163,32 @@ func TestIDTokensFromEveryKindOfCredentials(t *testing.T) {
 
 	tests := []struct {
 		name        string
-		auth        fleetapi.Auth
+		auth        fleetclient.Auth
 		aud, email  string
 		calls       []string
 		errContains string
 	}{
-		{name: "a user's login", auth: fleetapi.Auth{CredentialsJSON: userJSON},
+		{name: "a user's login", auth: fleetclient.Auth{CredentialsJSON: userJSON},
 			aud: "gcloud-client", email: "ada@example.com", calls: []string{"refresh user-refresh-token"}},
-		{name: "a service account key", auth: fleetapi.Auth{CredentialsJSON: serviceAccountKey(t, "sa@p.iam.gserviceaccount.com", is.URL+"/token")},
+		{name: "a service account key", auth: fleetclient.Auth{CredentialsJSON: serviceAccountKey(t, "sa@p.iam.gserviceaccount.com", is.URL+"/token")},
 			aud: function, email: "sa@p.iam.gserviceaccount.com", calls: []string{"sa id token " + function}},
-		{name: "a user impersonating", auth: fleetapi.Auth{CredentialsJSON: userJSON, ImpersonateServiceAccount: "reader@p.iam.gserviceaccount.com"},
+		{name: "a user impersonating", auth: fleetclient.Auth{CredentialsJSON: userJSON, ImpersonateServiceAccount: "reader@p.iam.gserviceaccount.com"},
 			aud: function, email: "reader@p.iam.gserviceaccount.com",
 			calls: []string{"refresh user-refresh-token", "generateIdToken reader@p.iam.gserviceaccount.com for " + function + " with Bearer user-access"}},
-		{name: "gcloud's impersonated login", auth: fleetapi.Auth{CredentialsJSON: impersonatedJSON},
+		{name: "gcloud's impersonated login", auth: fleetclient.Auth{CredentialsJSON: impersonatedJSON},
 			aud: function, email: "reader@p.iam.gserviceaccount.com",
 			calls: []string{"refresh user-refresh-token", "generateIdToken reader@p.iam.gserviceaccount.com for " + function + " with Bearer user-access"}},
-		{name: "workload identity federation", auth: fleetapi.Auth{CredentialsJSON: wif(true)},
+		{name: "workload identity federation", auth: fleetclient.Auth{CredentialsJSON: wif(true)},
 			aud: function, email: "ci@p.iam.gserviceaccount.com",
 			calls: []string{"sts oidc-subject-token", "generateIdToken ci@p.iam.gserviceaccount.com for " + function + " with Bearer federated-access"}},
-		{name: "workload identity federation, impersonating", auth: fleetapi.Auth{CredentialsJSON: wif(false), ImpersonateServiceAccount: "ci@p.iam.gserviceaccount.com"},
+		{name: "workload identity federation, impersonating", auth: fleetclient.Auth{CredentialsJSON: wif(false), ImpersonateServiceAccount: "ci@p.iam.gserviceaccount.com"},
 			aud: function, email: "ci@p.iam.gserviceaccount.com",
 			calls: []string{"sts oidc-subject-token", "generateIdToken ci@p.iam.gserviceaccount.com for " + function + " with Bearer federated-access"}},
-		{name: "workload identity federation without an account", auth: fleetapi.Auth{CredentialsJSON: wif(false)},
+		{name: "workload identity federation without an account", auth: fleetclient.Auth{CredentialsJSON: wif(false)},
 			errContains: "cannot get an ID token by itself: impersonate a service account (--impersonate-service-account"},
-		{name: "impersonation refused", auth: fleetapi.Auth{CredentialsJSON: userJSON, ImpersonateServiceAccount: "denied@p.iam.gserviceaccount.com"},
+		{name: "impersonation refused", auth: fleetclient.Auth{CredentialsJSON: userJSON, ImpersonateServiceAccount: "denied@p.iam.gserviceaccount.com"},
 			errContains: "the credentials need roles/iam.serviceAccountOpenIdTokenCreator on it"},
-		{name: "a revoked login", auth: fleetapi.Auth{CredentialsJSON: []byte(strings.Replace(string(userJSON), "user-refresh-token", "revoked", 1))},
+		{name: "a revoked login", auth: fleetclient.Auth{CredentialsJSON: []byte(strings.Replace(string(userJSON), "user-refresh-token", "revoked", 1))},
 			errContains: "gcloud auth application-default login again?"},
 	}
 	for _, tt := range tests {
@@ -261,7 +261,9 @@ func TestTheClientSendsTheIDToken(t *testing.T) {
 	}
 
 	remote := "https://example.com:" + tlsPort
-	client, err := fleetapi.NewClientWith(ctx, remote+"/some/path", fleetapi.Auth{})
+	hc, err := fleetclient.NewHTTPClient(ctx, remote+"/some/path", fleetclient.Auth{})
+	require.NoError(t, err)
+	client, err := fleetclient.New(hc, remote+"/some/path")
 	require.NoError(t, err)
 	_, err = client.ListClusters(t.Context())
 	require.NoError(t, err)
@@ -272,9 +274,7 @@ func TestTheClientSendsTheIDToken(t *testing.T) {
 
 	// A redirect to another host gets no token.
 	elsewhere = "https://elsewhere.example.com:" + tlsPort
-	base, hc, err := fleetapi.HTTPClientWith(ctx, remote, fleetapi.Auth{})
-	require.NoError(t, err)
-	resp, err := hc.Get(base + "/v1/redirect")
+	resp, err := hc.Get(remote + "/v1/redirect")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.NotEmpty(t, token("example.com:"+tlsPort))
@@ -282,21 +282,26 @@ func TestTheClientSendsTheIDToken(t *testing.T) {
 	is.took()
 
 	// Plain http to a remote name: no token in the clear.
-	assert.False(t, fleetapi.SendsToken("http://example.com:"+plainPort))
-	plain, err := fleetapi.NewClientWith(ctx, "http://example.com:"+plainPort, fleetapi.Auth{})
+	assert.False(t, fleetclient.SendsToken("http://example.com:"+plainPort))
+	plainHC, err := fleetclient.NewHTTPClient(ctx, "http://example.com:"+plainPort, fleetclient.Auth{})
+	require.NoError(t, err)
+	assert.Same(t, http.DefaultClient, plainHC)
+	plain, err := fleetclient.New(plainHC, "http://example.com:"+plainPort)
 	require.NoError(t, err)
 	_, err = plain.ListClusters(t.Context())
 	require.Error(t, err, "http.DefaultClient does not resolve example.com here")
 	assert.Empty(t, token("example.com:"+plainPort))
 
-	local, err := fleetapi.NewClientWith(t.Context(), plainAPI.URL, fleetapi.Auth{})
+	localHC, err := fleetclient.NewHTTPClient(t.Context(), plainAPI.URL, fleetclient.Auth{})
+	require.NoError(t, err)
+	local, err := fleetclient.New(localHC, plainAPI.URL)
 	require.NoError(t, err)
 	_, err = local.ListClusters(t.Context())
 	require.NoError(t, err)
 	assert.Empty(t, token(strings.TrimPrefix(plainAPI.URL, "http://")), "no token for a loopback address")
 	for _, h := range []string{"localhost", "127.0.0.1", "127.1.2.3", "::1"} {
-		assert.True(t, fleetapi.IsLoopback(h), h)
+		assert.True(t, fleetclient.IsLoopback(h), h)
 	}
-	assert.False(t, fleetapi.IsLoopback("example.com"))
+	assert.False(t, fleetclient.IsLoopback("example.com"))
 	assert.Empty(t, is.took(), "and no token was minted for them")
 }
