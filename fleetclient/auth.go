@@ -15,27 +15,29 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 	"google.golang.org/api/idtoken"
+	"google.golang.org/api/impersonate"
 	"google.golang.org/api/option"
 )
 
-// Google's endpoints that Auth calls, unless told otherwise.
+// Google's token endpoint, where a user's login refreshes.
 const (
-	DefaultIAMCredentialsURL = "https://iamcredentials.googleapis.com"
-	defaultTokenURL          = "https://oauth2.googleapis.com/token"
-	cloudPlatformScope       = "https://www.googleapis.com/auth/cloud-platform"
+	defaultTokenURL    = "https://oauth2.googleapis.com/token"
+	cloudPlatformScope = "https://www.googleapis.com/auth/cloud-platform"
 )
 
 // Auth says how a client of the query API gets the Google-signed ID token
 // that Cloud Functions IAM requires, from any credentials Google's tools
 // make:
 //   - a service account's key, or the metadata server (Cloud Run, GKE,
-//     GCE): an ID token for the function's URL;
+//     GCE): an ID token for the function's URL (google.golang.org/api/idtoken);
 //   - a user's login (gcloud auth application-default login): the ID token
 //     Google's token endpoint returns with each refresh, as gcloud auth
-//     print-identity-token does;
+//     print-identity-token does (Google's libraries mint none from a
+//     user's login);
 //   - impersonation (ImpersonateServiceAccount, or gcloud's
 //     --impersonate-service-account login): an ID token for the function's
-//     URL minted by the IAM Credentials API as that service account;
+//     URL minted by the IAM Credentials API as that service account
+//     (google.golang.org/api/impersonate), authorised by the credentials;
 //   - Workload Identity Federation (an external_account configuration): the
 //     federated token impersonates the configuration's service account, or
 //     ImpersonateServiceAccount, the same way.
@@ -48,9 +50,8 @@ type Auth struct {
 	// service account: the credentials need
 	// roles/iam.serviceAccountOpenIdTokenCreator on it.
 	ImpersonateServiceAccount string
-	// IAMCredentialsURL replaces DefaultIAMCredentialsURL (tests).
-	IAMCredentialsURL string
-	// HTTPClient makes the token requests; http.DefaultClient when nil.
+	// HTTPClient makes the token requests, Google's endpoints' included;
+	// http.DefaultClient when nil.
 	HTTPClient *http.Client
 }
 
@@ -68,26 +69,19 @@ type credentialsFile struct {
 // TokenSource returns a source of ID tokens for audience (the function's
 // URL).
 func (a Auth) TokenSource(ctx context.Context, audience string) (oauth2.TokenSource, error) {
-	if a.HTTPClient != nil {
-		ctx = context.WithValue(ctx, oauth2.HTTPClient, a.HTTPClient)
-	}
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, a.client())
 	raw := a.CredentialsJSON
 	if len(raw) == 0 {
 		creds, err := google.FindDefaultCredentials(ctx, cloudPlatformScope)
 		if err != nil {
 			return nil, fmt.Errorf("no credentials: run gcloud auth application-default login, or set GOOGLE_APPLICATION_CREDENTIALS (%w)", err)
 		}
-		raw = creds.JSON // empty on the metadata server
-	}
-	if len(raw) == 0 {
-		if a.ImpersonateServiceAccount != "" {
-			creds, err := google.FindDefaultCredentials(ctx, cloudPlatformScope)
-			if err != nil {
-				return nil, err
+		if raw = creds.JSON; len(raw) == 0 { // the metadata server
+			if a.ImpersonateServiceAccount != "" {
+				return a.impersonate(ctx, creds.TokenSource, a.ImpersonateServiceAccount, audience)
 			}
-			return a.impersonate(ctx, creds.TokenSource, a.ImpersonateServiceAccount, audience), nil
+			return idtoken.NewTokenSource(ctx, audience)
 		}
-		return idtoken.NewTokenSource(ctx, audience)
 	}
 	var f credentialsFile
 	if err := json.Unmarshal(raw, &f); err != nil {
@@ -105,7 +99,7 @@ func (a Auth) TokenSource(ctx context.Context, audience string) (oauth2.TokenSou
 		if err != nil {
 			return nil, err
 		}
-		return a.impersonate(ctx, ts, sa, audience), nil
+		return a.impersonate(ctx, ts, sa, audience)
 	}
 	switch f.Type {
 	case "service_account":
@@ -121,7 +115,7 @@ func (a Auth) TokenSource(ctx context.Context, audience string) (oauth2.TokenSou
 		if err != nil {
 			return nil, err
 		}
-		return a.impersonate(ctx, ts, sa, audience), nil
+		return a.impersonate(ctx, ts, sa, audience)
 	case "external_account":
 		if f.ServiceAccountImpersonationURL == "" {
 			return nil, errors.New("an external account (Workload Identity Federation) cannot get an ID token by itself: " +
@@ -144,7 +138,7 @@ func (a Auth) TokenSource(ctx context.Context, audience string) (oauth2.TokenSou
 		if err != nil {
 			return nil, err
 		}
-		return a.impersonate(ctx, ts, sa, audience), nil
+		return a.impersonate(ctx, ts, sa, audience)
 	}
 	return nil, fmt.Errorf("credentials of type %q cannot get an ID token", f.Type)
 }
@@ -167,43 +161,30 @@ func impersonatedAccount(u string) (string, error) {
 	return sa, nil
 }
 
-// impersonate mints ID tokens for audience as sa through the IAM
-// Credentials API, authorised by base.
-func (a Auth) impersonate(ctx context.Context, base oauth2.TokenSource, sa, audience string) oauth2.TokenSource {
-	iam := strings.TrimSuffix(a.IAMCredentialsURL, "/")
-	if iam == "" {
-		iam = DefaultIAMCredentialsURL
+// impersonate mints ID tokens for audience as sa with Google's
+// impersonate package, its IAM Credentials calls authorised by base.
+func (a Auth) impersonate(ctx context.Context, base oauth2.TokenSource, sa, audience string) (oauth2.TokenSource, error) {
+	authorised := oauth2.NewClient(ctx, base) // over ctx's client: a.client()
+	ts, err := impersonate.IDTokenSource(ctx, impersonate.IDTokenConfig{Audience: audience, TargetPrincipal: sa, IncludeEmail: true},
+		option.WithHTTPClient(authorised))
+	if err != nil {
+		return nil, fmt.Errorf("impersonating %s: %w", sa, err)
 	}
-	return oauth2.ReuseTokenSource(nil, &impersonatedIDTokens{ctx: ctx, hc: a.client(), base: base, iam: iam, sa: sa, audience: audience})
+	return hinted{ts, "impersonating " + sa + " (the credentials need roles/iam.serviceAccountOpenIdTokenCreator on it)"}, nil
 }
 
-type impersonatedIDTokens struct {
-	ctx               context.Context
-	hc                *http.Client
-	base              oauth2.TokenSource
-	iam, sa, audience string
+// hinted says what a failing token source was doing, and what it needs.
+type hinted struct {
+	oauth2.TokenSource
+	hint string
 }
 
-func (t *impersonatedIDTokens) Token() (*oauth2.Token, error) {
-	bt, err := t.base.Token()
+func (h hinted) Token() (*oauth2.Token, error) {
+	t, err := h.TokenSource.Token()
 	if err != nil {
-		return nil, fmt.Errorf("impersonating %s: the credentials' own token: %w", t.sa, err)
+		return nil, fmt.Errorf("%s: %w", h.hint, err)
 	}
-	body, _ := json.Marshal(map[string]any{"audience": t.audience, "includeEmail": true})
-	u := t.iam + "/v1/projects/-/serviceAccounts/" + url.PathEscape(t.sa) + ":generateIdToken"
-	req, err := http.NewRequestWithContext(t.ctx, http.MethodPost, u, strings.NewReader(string(body)))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	bt.SetAuthHeader(req)
-	var out struct {
-		Token string `json:"token"`
-	}
-	if err := doJSON(t.hc, req, &out); err != nil {
-		return nil, fmt.Errorf("impersonating %s (the credentials need roles/iam.serviceAccountOpenIdTokenCreator on it): %w", t.sa, err)
-	}
-	return idTokenOf(out.Token)
+	return t, nil
 }
 
 // userIDTokens are the ID tokens Google's token endpoint returns when a

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,6 +88,24 @@ func newIssuer(t *testing.T) *issuer {
 	t.Cleanup(is.Close)
 	return is
 }
+
+// googleClient sends what goes to Google's fixed endpoints (the IAM
+// Credentials API that Google's impersonate package calls) to the issuer,
+// and the rest where it goes.
+func (is *issuer) googleClient() *http.Client {
+	return &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		if strings.HasSuffix(r.URL.Host, ".googleapis.com") {
+			u, _ := url.Parse(is.URL)
+			r = r.Clone(r.Context())
+			r.URL.Scheme, r.URL.Host, r.Host = u.Scheme, u.Host, u.Host
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func (is *issuer) record(s string) {
 	is.mu.Lock()
@@ -193,7 +212,7 @@ func TestIDTokensFromEveryKindOfCredentials(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.auth.IAMCredentialsURL = is.URL
+			tt.auth.HTTPClient = is.googleClient()
 			ts, err := tt.auth.TokenSource(t.Context(), function)
 			var tok *oauth2.Token
 			if err == nil {
