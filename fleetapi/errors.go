@@ -9,7 +9,11 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Code classifies an Error; the names are the query API's error statuses.
+// Code classifies an Error by what the caller can do about it; the names
+// are the query API's error statuses. It is the one vocabulary of
+// failures: each edge maps it once — to an HTTP status (functions/query),
+// a Connect code (functions/query, fleetwatch), a CLI exit code
+// (cmd/fleetcast) — and CodeOf classifies any error into it.
 type Code string
 
 // Codes of the query API's errors.
@@ -23,6 +27,9 @@ const (
 	// ResourceExhausted: this instance serves its most streams; retry
 	// (shortly: another instance may take it).
 	ResourceExhausted Code = "RESOURCE_EXHAUSTED"
+	// PermissionDenied: the caller's credentials are missing, wrong or
+	// not allowed; retrying will not help until they change.
+	PermissionDenied Code = "PERMISSION_DENIED"
 	// Internal: a fault a retry will not fix.
 	Internal Code = "INTERNAL"
 )
@@ -49,12 +56,33 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// CodeOf returns err's Code: Internal for an error that is not an *Error.
+// CodeOf classifies err: an *Error's Code; a context that ended, or a
+// gRPC status from a store or a server, by what it means; Internal for
+// anything else.
 func CodeOf(err error) Code {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
 	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return Unavailable
+	}
+	if c, ok := grpcCodes[status.Code(err)]; ok {
+		return c
+	}
 	return Internal
+}
+
+// grpcCodes classify the gRPC statuses Firestore and gRPC servers answer.
+var grpcCodes = map[codes.Code]Code{
+	codes.InvalidArgument:   InvalidArgument,
+	codes.NotFound:          NotFound,
+	codes.Unavailable:       Unavailable,
+	codes.DeadlineExceeded:  Unavailable,
+	codes.Aborted:           Unavailable,
+	codes.Canceled:          Unavailable,
+	codes.ResourceExhausted: Unavailable, // a quota: retry later
+	codes.PermissionDenied:  PermissionDenied,
+	codes.Unauthenticated:   PermissionDenied,
 }
 
 func paramErr(param, format string, args ...any) *Error {
@@ -69,11 +97,7 @@ func notFound(format string, args ...any) *Error {
 // Firestore cannot answer now but may later, or the caller went away (no
 // fault to log as one); Internal otherwise.
 func storeErr(err error) *Error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return &Error{Code: Unavailable, Message: "the fleet store is unavailable; retry", Err: err}
-	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Canceled:
+	if CodeOf(err) == Unavailable {
 		return &Error{Code: Unavailable, Message: "the fleet store is unavailable; retry", Err: err}
 	}
 	return &Error{Code: Internal, Message: "reading the fleet store failed", Err: err}

@@ -187,15 +187,23 @@ func errorOf(resp *http.Response, body []byte) *fleetapi.Error {
 	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" && e.Error.Status != "" {
 		return &fleetapi.Error{Code: e.Error.Status, Param: e.Error.Param, Message: e.Error.Message}
 	}
-	code := fleetapi.Internal
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		code = fleetapi.NotFound
-	case resp.StatusCode == http.StatusServiceUnavailable, resp.StatusCode == http.StatusTooManyRequests,
-		resp.StatusCode == http.StatusBadGateway, resp.StatusCode == http.StatusGatewayTimeout:
-		code = fleetapi.Unavailable
+	code, ok := statusCode[resp.StatusCode]
+	if !ok {
+		code = fleetapi.Internal
 	}
 	return &fleetapi.Error{Code: code, Message: "query API: " + resp.Status}
+}
+
+// statusCode classifies an HTTP status without the API's error document.
+var statusCode = map[int]fleetapi.Code{
+	http.StatusBadRequest:         fleetapi.InvalidArgument,
+	http.StatusUnauthorized:       fleetapi.PermissionDenied, // IAM: no or a bad ID token
+	http.StatusForbidden:          fleetapi.PermissionDenied, // IAM: not an invoker
+	http.StatusNotFound:           fleetapi.NotFound,
+	http.StatusTooManyRequests:    fleetapi.Unavailable,
+	http.StatusBadGateway:         fleetapi.Unavailable,
+	http.StatusServiceUnavailable: fleetapi.Unavailable,
+	http.StatusGatewayTimeout:     fleetapi.Unavailable,
 }
 
 // ListFleets answers one page of a fleet query.

@@ -230,10 +230,11 @@ func (v *View) await(ctx context.Context, failed <-chan error, ready ...chan str
 				last = v.probe(pctx)
 				cancel()
 			}
-			if last == nil {
-				return fmt.Errorf("watch: %w after %s", ErrStartTimeout, v.q.StartTimeout)
+			err := fmt.Errorf("%w after %s", ErrStartTimeout, v.q.StartTimeout)
+			if last != nil {
+				err = fmt.Errorf("%w after %s; last error: %w", ErrStartTimeout, v.q.StartTimeout, last)
 			}
-			return fmt.Errorf("watch: %w after %s; last error: %w", ErrStartTimeout, v.q.StartTimeout, last)
+			return &fleetapi.Error{Code: fleetapi.Unavailable, Message: "watch", Err: err}
 		case <-ctx.Done():
 			return fmt.Errorf("watch: initial view: %w", context.Cause(ctx))
 		}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -338,6 +339,25 @@ func TestWatchPrintsTheTableThenEachChange(t *testing.T) {
 			assert.True(t, strings.HasPrefix(lines[0], "CHANGE "))
 			assert.Regexp(t, `^-\s+pc\s+games\s+casual\s+2\s+8\s+10/10\s+250ms\s+false$`, lines[1])
 			assert.Regexp(t, `^REMOVED\s+pc\s+games\s+casual\s`, lines[2])
+		})
+	}
+}
+
+// TestARefusedCallerExits5: the query API's IAM refusing the caller (403,
+// no error document: Cloud Run's own page) is a permission failure on
+// every command and both protocols: exit code 5 and what to check.
+func TestARefusedCallerExits5(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "<html>Error: Forbidden</html>", http.StatusForbidden)
+	}))
+	t.Cleanup(srv.Close)
+	for _, args := range [][]string{{"get", "fleets"}, {"get", "clusters"}, {"labels", "platform"}, {"watch"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			o, err := runWith(t.Context(), append(args, "--api", srv.URL, "--request-timeout", "5s"), func(string) string { return "" }, &out, &errOut)
+			require.Error(t, err)
+			assert.Equal(t, exitPermission, exitCode(err), "%v", err)
+			assert.Contains(t, message(err, o), "check the credentials")
 		})
 	}
 }

@@ -20,8 +20,6 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/yaml"
@@ -60,6 +58,7 @@ const (
 	exitUsage       = 2 // bad input: a command, flag, argument or parameter
 	exitNotFound    = 3 // the fleet or cluster asked for does not exist
 	exitUnavailable = 4 // Firestore or the API cannot answer now, or not within --request-timeout
+	exitPermission  = 5 // the credentials are missing, wrong or not allowed
 )
 
 // usageError is bad input: exit code 2.
@@ -74,28 +73,19 @@ func exitCode(err error) int {
 	if _, ok := errors.AsType[usageError](err); ok {
 		return exitUsage
 	}
-	if e, ok := errors.AsType[*fleetapi.Error](err); ok {
-		switch e.Code {
-		case fleetapi.InvalidArgument:
-			return exitUsage
-		case fleetapi.NotFound:
-			return exitNotFound
-		case fleetapi.Unavailable:
-			return exitUnavailable
-		}
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fleetwatch.ErrStartTimeout) {
-		return exitUnavailable
-	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
-		return exitUnavailable
-	case codes.NotFound:
-		return exitNotFound
-	case codes.InvalidArgument:
-		return exitUsage
+	if code, ok := exitCodes[fleetapi.CodeOf(err)]; ok {
+		return code
 	}
 	return exitError
+}
+
+// exitCodes map the read model's error codes to the CLI's.
+var exitCodes = map[fleetapi.Code]int{
+	fleetapi.InvalidArgument:   exitUsage,
+	fleetapi.NotFound:          exitNotFound,
+	fleetapi.Unavailable:       exitUnavailable,
+	fleetapi.ResourceExhausted: exitUnavailable,
+	fleetapi.PermissionDenied:  exitPermission,
 }
 
 // message is err as the one line the CLI prints, with what to do.
@@ -109,10 +99,8 @@ func message(err error, o *options) string {
 		}
 		return fmt.Sprintf("%s (no answer from %s within --request-timeout %s: check it is reachable, then retry or raise --request-timeout)",
 			msg, where, o.requestTimeout)
-	case exitError:
-		if c := status.Code(err); c == codes.PermissionDenied || c == codes.Unauthenticated {
-			return msg + " (check the credentials: gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS)"
-		}
+	case exitPermission:
+		return msg + " (check the credentials: gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS)"
 	}
 	return msg
 }
@@ -136,7 +124,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 const rootLong = `fleetcast shows what every Agones fleet in every cluster can serve, from Firestore (honouring
 FIRESTORE_EMULATOR_HOST) or from the QueryFleets API (--api).
 
-Exit codes: 0 done, 1 failed, 2 bad input, 3 not found, 4 unavailable or timed out.`
+Exit codes: 0 done, 1 failed, 2 bad input, 3 not found, 4 unavailable or timed out, 5 not allowed.`
 
 func newRoot(ctx context.Context, o *options, getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{

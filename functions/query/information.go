@@ -63,21 +63,28 @@ func informQuery(req *fleetcastv1.InformRequest) (fleetapi.Query, error) {
 // /v1 does; a bad parameter is named by its field.
 func (s *information) fail(ctx context.Context, procedure string, err error) error {
 	e := logFault(ctx, s.log, procedure, err)
-	switch e.Code {
-	case fleetapi.InvalidArgument:
+	code, ok := connectCode[e.Code]
+	switch {
+	case !ok || e.Code == fleetapi.Internal:
+		return connect.NewError(connect.CodeInternal, errors.New("the query failed; see the function's logs"))
+	case e.Code == fleetapi.InvalidArgument:
 		field := fieldOf[e.Param]
 		if field == "" {
 			field = e.Param
 		}
-		return connect.NewError(connect.CodeInvalidArgument, errors.New(field+": "+e.Message))
-	case fleetapi.NotFound:
-		return connect.NewError(connect.CodeNotFound, errors.New(e.Message))
-	case fleetapi.Unavailable:
-		return connect.NewError(connect.CodeUnavailable, errors.New(e.Message))
-	case fleetapi.ResourceExhausted:
-		return connect.NewError(connect.CodeResourceExhausted, errors.New(e.Message))
+		return connect.NewError(code, errors.New(field+": "+e.Message))
 	}
-	return connect.NewError(connect.CodeInternal, errors.New("the query failed; see the function's logs"))
+	return connect.NewError(code, errors.New(e.Message))
+}
+
+// connectCode maps the read model's error codes to Connect's.
+var connectCode = map[fleetapi.Code]connect.Code{
+	fleetapi.InvalidArgument:   connect.CodeInvalidArgument,
+	fleetapi.NotFound:          connect.CodeNotFound,
+	fleetapi.Unavailable:       connect.CodeUnavailable,
+	fleetapi.ResourceExhausted: connect.CodeResourceExhausted,
+	fleetapi.PermissionDenied:  connect.CodePermissionDenied,
+	fleetapi.Internal:          connect.CodeInternal,
 }
 
 // Inform answers the live fleets matching the request, as /v1/fleets.

@@ -264,6 +264,7 @@ var httpStatus = map[fleetapi.Code]int{
 	fleetapi.NotFound:          http.StatusNotFound,
 	fleetapi.Unavailable:       http.StatusServiceUnavailable,
 	fleetapi.ResourceExhausted: http.StatusServiceUnavailable,
+	fleetapi.PermissionDenied:  http.StatusForbidden,
 	fleetapi.Internal:          http.StatusInternalServerError,
 }
 
