@@ -20,7 +20,7 @@ import (
 // Ask the query function for the pc fleets with a ready game server, the
 // readiest first.
 func ExampleClient_ListFleets() {
-	url, stop := queryFunction() // your QueryFleets URL: terraform output -raw query_url
+	url, stop := queryFunction() // your QueryFleets URL: terraform output -json fleetcast | jq -r .query_url
 	defer stop()
 	ctx := context.Background()
 	// Over https, an http.Client that sends an ID token for the URL.

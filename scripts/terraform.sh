@@ -3,12 +3,12 @@
 # the pinned modules in tools/terraform-provider-* into the user cache
 # directory (keyed by version, once per machine), points Terraform at them
 # with a dev_overrides CLI configuration, and runs fmt, validate, test and
-# plans of both environments without network or credentials.
+# plans of both examples without network or credentials.
 #
 #   terraform.sh build           build the providers if missing; print the Google provider's directory
-#   terraform.sh check           fmt -check, validate and test the module and both environments, plan both
+#   terraform.sh check           fmt -check, validate and test the module and both examples, plan both
 #   terraform.sh plan ENV DIR [CLUSTERS]
-#                                plan environments/ENV into DIR/plan, DIR/plan.json and DIR/plan.log,
+#                                plan examples/ENV into DIR/plan, DIR/plan.json and DIR/plan.log,
 #                                with the clusters variable CLUSTERS (HCL; default {}: none)
 #   terraform.sh -- ARGS         run terraform ARGS with the provider overrides (in the current directory)
 set -euo pipefail
@@ -74,7 +74,7 @@ check() {
   local tf=$root/terraform
   log "fmt -check"
   with_override fmt -check -recursive -diff "$tf"
-  for dir in "$tf/modules/fleetcast" "$tf/environments/dev" "$tf/environments/prod"; do
+  for dir in "$tf/modules/fleetcast" "$tf/examples/dev" "$tf/examples/prod"; do
     log "validate and test ${dir#"$root"/}"
     # With dev_overrides, init fails; get fetches the local modules.
     (cd "$dir" && with_override get >/dev/null && with_override validate -no-color && with_override test -no-color)
@@ -87,7 +87,7 @@ check() {
   done
 }
 
-# plan ENV OUT [CLUSTERS] plans environments/ENV as a first apply on a
+# plan ENV OUT [CLUSTERS] plans examples/ENV as a first apply on a
 # fresh project would (no state, dummy token, nothing contacted; no cluster
 # unless CLUSTERS), from a scratch copy without backend.tf: the prod
 # environment's GCS backend cannot be initialised offline.
@@ -96,14 +96,14 @@ plan() {
   build
   mkdir -p "$out"
   scratch=$(mktemp -d "${TMPDIR:-/tmp}/fleetcast-tfenv.XXXXXX")
-  mkdir -p "$scratch/terraform/environments"
+  mkdir -p "$scratch/terraform/examples"
   cp -r "$root/terraform/modules" "$scratch/terraform/"
-  cp -r "$root/terraform/environments/$env" "$scratch/terraform/environments/"
+  cp -r "$root/terraform/examples/$env" "$scratch/terraform/examples/"
   mkdir -p "$scratch/schemas" && cp "$root/schemas/fleet_event.avsc" "$scratch/schemas/"
-  rm -rf "$scratch/terraform/environments/$env/.terraform" "$scratch/terraform/environments/$env/backend.tf"
+  rm -rf "$scratch/terraform/examples/$env/.terraform" "$scratch/terraform/examples/$env/backend.tf"
   (cd "$root" && go run ./internal/cmd/source -o "$out/functions.zip" >/dev/null)
-  log "plan environments/$env (clusters = $clusters, dummy token, nothing contacted)"
-  if ! (cd "$scratch/terraform/environments/$env" &&
+  log "plan examples/$env (clusters = $clusters, dummy token, nothing contacted)"
+  if ! (cd "$scratch/terraform/examples/$env" &&
     with_override get >/dev/null &&
     GOOGLE_OAUTH_ACCESS_TOKEN=dummy with_override plan -no-color -refresh=false -lock=false -input=false \
       -var=project_id=fleetcast-plan-check -var=project_number=123456789012 -var="function_source_zip=$out/functions.zip" \

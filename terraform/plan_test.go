@@ -51,7 +51,7 @@ type plannedModule struct {
 	ChildModules []plannedModule   `json:"child_modules"`
 }
 
-// planEnvironment plans environments/env as a first apply on a fresh
+// planEnvironment plans examples/env as a first apply on a fresh
 // project (scripts/terraform.sh plan) with the clusters variable clusters
 // (HCL, "{}" for none) and returns its planned resources by address.
 func planEnvironment(tb testing.TB, env, clusters string) map[string]plannedResource {
@@ -65,7 +65,7 @@ func planEnvironment(tb testing.TB, env, clusters string) map[string]plannedReso
 	out := tb.TempDir()
 	cmd := exec.Command(mustAbs(tb, "../scripts/terraform.sh"), "plan", env, out, clusters)
 	b, err := cmd.CombinedOutput()
-	require.NoError(tb, err, "plan of environments/%s with clusters %s:\n%s", env, clusters, b)
+	require.NoError(tb, err, "plan of examples/%s with clusters %s:\n%s", env, clusters, b)
 	raw := mustRead(tb, filepath.Join(out, "plan.json"))
 	var plan struct {
 		PlannedValues struct {
