@@ -14,9 +14,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o, err := runWith(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	g, err := runWith(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "fleetcast: "+message(err, o))
+		fmt.Fprintln(os.Stderr, "fleetcast: "+message(err, g))
 		stop()
 		os.Exit(exitCode(err))
 	}

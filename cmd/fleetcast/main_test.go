@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"io"
 	"net"
@@ -134,6 +135,7 @@ func TestCommandsAgainstFirestoreAndTheAPI(t *testing.T) {
 		{"get-fleets.json.golden", []string{"get", "fleets", "-l", "app.kubernetes.io/version in (1.41)", "-o", "json"}},
 		{"get-fleets.yaml.golden", []string{"get", "fleets", "-l", "app.kubernetes.io/version in (1.41)", "-o", "yaml"}},
 		{"get-clusters.golden", []string{"get", "clusters"}},
+		{"get-clusters-wide.golden", []string{"get", "clusters", "-o", "wide"}},
 		{"labels.golden", []string{"labels", "app.kubernetes.io/version", "--include-stale"}},
 		{"get-fleets.name.golden", []string{"get", "fleets", "-o", "name", "--include-stale"}},
 		{"get-fleets.jsonpath.golden", []string{"get", "fleets", "-o", `jsonpath={range .items[*]}{.name}{"\t"}{.readyReplicas}{"\n"}{end}`}},
@@ -172,12 +174,16 @@ func TestErrorsAreOneClearLine(t *testing.T) {
 	}{
 		{[]string{"get", "pods"}, `get pods: unknown resource; want fleets, fleet CLUSTER/NAMESPACE/NAME or clusters`, exitUsage},
 		{[]string{"get"}, `get what?`, exitUsage},
-		{[]string{"frobnicate"}, `unexpected arguments ["frobnicate"]`, exitUsage},
+		{[]string{"frobnicate"}, `unknown command "frobnicate" for fleetcast`, exitUsage},
+		{[]string{"gte", "fleets"}, `unknown command "gte" for fleetcast; did you mean get?`, exitUsage},
+		{[]string{"get", "flets"}, "get flets: unknown resource; want fleets, fleet CLUSTER/NAMESPACE/NAME or clusters; did you mean fleets?", exitUsage},
+		{[]string{"get", "fleets", "a", "b"}, "fleetcast get fleets: accepts at most 1 arg(s), received 2", exitUsage},
+		{[]string{"version", "now"}, `unexpected arguments ["now"]`, exitUsage},
 		{[]string{"get", "fleets", "--colour"}, `unknown flag: --colour (see fleetcast get fleets --help)`, exitUsage},
 		{[]string{"get", "fleets", "-l", "version in (1.2"}, "-l: ", exitUsage},
 		{[]string{"get", "fleets", "-o", "xml"}, "-o xml: not an output of fleetcast get fleets (want table, wide, json, yaml, name, jsonpath=TEMPLATE)", exitUsage},
 		{[]string{"get", "fleets", "-o", "jsonpath={.items[}"}, "-o jsonpath: ", exitUsage},
-		{[]string{"get", "clusters", "-o", "wide"}, "-o wide: not an output of fleetcast get clusters", exitUsage},
+		{[]string{"labels", "platform", "-o", "wide"}, "-o wide: not an output of fleetcast labels", exitUsage},
 		{[]string{"get", "fleets", "--sort-by", "available"}, "--sort-by: available needs a counter or list parameter", exitUsage},
 		{[]string{"get", "fleets", "--min-available", "2"}, "--min-available: needs counter", exitUsage},
 		{[]string{"get", "fleets", "-w", "--min-ready", "1"}, "-w: --min-ready, --counter, --list and --sort-by do not apply to a watch", exitUsage},
@@ -243,7 +249,7 @@ func TestAPlainHTTPAPIIsWarnedOf(t *testing.T) {
 // TestHelp: --help works at every level, exits 0, and lists the
 // command's own flags.
 func TestHelp(t *testing.T) {
-	root := newRoot(t.Context(), &options{}, func(string) string { return "" }, io.Discard, io.Discard)
+	root := newRoot(t.Context(), &global{}, io.Discard, io.Discard)
 	root.InitDefaultHelpCmd() // added when it runs
 	root.InitDefaultCompletionCmd()
 	var walk func(*cobra.Command)
@@ -275,7 +281,7 @@ func TestTheDocsShowTheHelp(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
 	require.NoError(t, err)
 	var out bytes.Buffer
-	root := newRoot(t.Context(), &options{}, func(string) string { return "" }, &out, &out)
+	root := newRoot(t.Context(), &global{}, &out, &out)
 	root.SetArgs([]string{"--help"})
 	require.NoError(t, root.Execute())
 	block := "```\n$ fleetcast --help\n" + out.String() + "```\n"
@@ -331,14 +337,22 @@ func TestWatchPrintsTheTableThenEachChange(t *testing.T) {
 				Version: fleet.Version{Term: 2, Seq: 1}, ObservedAt: fleet.MicrosOf(time.Now()), Publisher: fleet.Publisher{ID: "p"},
 			})
 			require.NoError(t, err)
-			waitFor("the removal", "REMOVED")
+			waitFor("the removal", "DELETED")
 			cancel()
 			require.NoError(t, <-done)
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 			require.Len(t, lines, 3, out.String())
 			assert.True(t, strings.HasPrefix(lines[0], "CHANGE "))
 			assert.Regexp(t, `^-\s+pc\s+games\s+casual\s+2\s+8\s+10/10\s+250ms\s+false$`, lines[1])
-			assert.Regexp(t, `^REMOVED\s+pc\s+games\s+casual\s`, lines[2])
+			assert.Regexp(t, `^DELETED\s+pc\s+games\s+casual\s`, lines[2])
+			// Every column of the change starts where the header's does.
+			for _, at := range regexp.MustCompile(`\S+`).FindAllStringIndex(lines[0], -1) {
+				require.Greater(t, len(lines[2]), at[0], out.String())
+				assert.NotEqual(t, byte(' '), lines[2][at[0]], "the change's columns line up with the header:\n%s", out.String())
+				if at[0] > 0 {
+					assert.Equal(t, byte(' '), lines[2][at[0]-1], "the change's columns line up with the header:\n%s", out.String())
+				}
+			}
 		})
 	}
 }
@@ -359,5 +373,88 @@ func TestARefusedCallerExits5(t *testing.T) {
 			assert.Equal(t, exitPermission, exitCode(err), "%v", err)
 			assert.Contains(t, message(err, o), "check the credentials")
 		})
+	}
+}
+
+// TestAWatchInJSONIsKubectlsEvents: -o json prints kubectl's watch events,
+// {"type":"ADDED","object":FLEET}, the initial fleets as ADDED.
+func TestAWatchInJSONIsKubectlsEvents(t *testing.T) {
+	project, store := world(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	out := &syncbuf.Buffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"watch", "-l", "app.kubernetes.io/version=1.41", "-o", "json"}, func(k string) string {
+			return map[string]string{"GOOGLE_CLOUD_PROJECT": project}[k]
+		}, out, io.Discard)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "casual") }, 30*time.Second, 10*time.Millisecond)
+	_, err := store.Apply(t.Context(), fleet.Event{
+		SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindDelete, Cluster: "pc", Namespace: "games", Name: "casual",
+		Version: fleet.Version{Term: 2, Seq: 1}, ObservedAt: fleet.MicrosOf(time.Now()), Publisher: fleet.Publisher{ID: "p"},
+	})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "DELETED") }, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	var events []struct {
+		Type   string         `json:"type"`
+		Object fleetapi.Fleet `json:"object"`
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var e struct {
+			Type   string         `json:"type"`
+			Object fleetapi.Fleet `json:"object"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &e), line)
+		events = append(events, e)
+	}
+	require.Len(t, events, 2, out.String())
+	assert.Equal(t, "ADDED", events[0].Type)
+	assert.Equal(t, "casual", events[0].Object.Name)
+	assert.Equal(t, "DELETED", events[1].Type)
+	assert.Equal(t, "casual", events[1].Object.Name)
+}
+
+// TestTheProjectComesFromTheFlagTheEnvironmentThenGcloud: --project, then
+// GOOGLE_CLOUD_PROJECT, then gcloud's configured project
+// (CLOUDSDK_CORE_PROJECT, or the active configuration's core/project).
+func TestTheProjectComesFromTheFlagTheEnvironmentThenGcloud(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "configurations"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "active_config"), []byte("studio\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "configurations", "config_studio"),
+		[]byte("[compute]\nregion = europe-west1\n\n[core]\naccount = ada@example.com\nproject = studio-fleets\n"), 0o644))
+	env := map[string]string{"CLOUDSDK_CONFIG": dir}
+	getenv := func(k string) string { return env[k] }
+	assert.Equal(t, "studio-fleets", gcloudProject(getenv), "the active configuration's")
+	env["CLOUDSDK_ACTIVE_CONFIG_NAME"] = "other"
+	assert.Empty(t, gcloudProject(getenv), "a configuration that does not exist has none")
+	env["CLOUDSDK_CORE_PROJECT"] = "from-the-variable"
+	assert.Equal(t, "from-the-variable", gcloudProject(getenv))
+	delete(env, "CLOUDSDK_CORE_PROJECT")
+	delete(env, "CLOUDSDK_ACTIVE_CONFIG_NAME")
+
+	// The order: a command against an unreachable Firestore names the
+	// project it tried.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	t.Setenv(emulator.FirestoreHostEnv, addr)
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--project", "flagged"}, map[string]string{"GOOGLE_CLOUD_PROJECT": "env", "CLOUDSDK_CONFIG": dir}, "flagged"},
+		{nil, map[string]string{"GOOGLE_CLOUD_PROJECT": "env", "CLOUDSDK_CONFIG": dir}, "env"},
+		{nil, map[string]string{"CLOUDSDK_CONFIG": dir}, "studio-fleets"},
+	} {
+		var out, errOut bytes.Buffer
+		g, err := runWith(t.Context(), append([]string{"get", "clusters", "--request-timeout", "200ms"}, tt.args...),
+			func(k string) string { return tt.env[k] }, &out, &errOut)
+		require.Error(t, err)
+		assert.Contains(t, message(err, g), "Firestore (project "+tt.want+")")
 	}
 }

@@ -249,3 +249,19 @@ func TestTheReadModelLinksNoCredentials(t *testing.T) {
 	}
 	assert.Less(t, len(deps), 250, "the read model's dependencies")
 }
+
+// TestTheCLIReadsLikeKubectls: one file per command, none over 300 lines
+// (tests aside), as kubectl's commands are kept.
+func TestTheCLIReadsLikeKubectls(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(root, "cmd", "fleetcast", "*.go"))
+	require.NoError(t, err)
+	require.Greater(t, len(files), 5)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, strings.Count(string(b), "\n"), 300, "%s is over 300 lines", f)
+	}
+}
