@@ -30,7 +30,7 @@ func newGetClusters(g *global, stdout io.Writer) *cobra.Command {
 		Args:    cobra.MaximumNArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return c.run(cmd.Context(), args, stdout) },
 	}
-	outputFlag(cmd, &c.out, "table", "wide", "json", "yaml", "name", "jsonpath=TEMPLATE")
+	outputFlag(cmd, &c.out, append([]string{"table", "wide", "json", "yaml", "name"}, templated...)...)
 	return cmd
 }
 
@@ -41,7 +41,7 @@ func (c *getClusters) run(ctx context.Context, args []string, w io.Writer) error
 			if err != nil {
 				return err
 			}
-			if ok, err := printObject(w, c.out.format, cl); ok {
+			if ok, err := printObject(w, c.out, cl); ok {
 				return err
 			}
 			return printClusters(w, c.out, []fleetapi.Cluster{cl})
@@ -50,7 +50,7 @@ func (c *getClusters) run(ctx context.Context, args []string, w io.Writer) error
 		if err != nil {
 			return err
 		}
-		if ok, err := printObject(w, c.out.format, map[string]any{"items": nonNilSlice(list.Items)}); ok {
+		if ok, err := printObject(w, c.out, map[string]any{"items": nonNilSlice(list.Items)}); ok {
 			return err
 		}
 		return printClusters(w, c.out, list.Items)

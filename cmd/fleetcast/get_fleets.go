@@ -76,7 +76,7 @@ func newGetFleets(g *global, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&c.rolloutComplete, "rollout-complete", "", "true: only fleets whose rollout is complete; false: only those whose rollout is in progress (a fleet whose rollout is unknown matches neither)")
 	f.StringVar(&c.sortBy, "sort-by", "name", "order: name (cluster, namespace, name), ready (most first) or available (of --counter or --list, most first)")
 	f.BoolVarP(&c.watch, "watch", "w", false, "after the list, print a row for every change, until interrupted")
-	outputFlag(cmd, &c.out, "table", "wide", "json", "yaml", "name", "jsonpath=TEMPLATE")
+	outputFlag(cmd, &c.out, append([]string{"table", "wide", "json", "yaml", "name"}, templated...)...)
 	return cmd
 }
 
@@ -104,7 +104,7 @@ func (c *getFleets) one(ctx context.Context, arg string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if ok, err := printObject(w, c.out.format, f); ok {
+		if ok, err := printObject(w, c.out, f); ok {
 			return err
 		}
 		return printFleets(w, c.out, []fleetapi.Fleet{f})
@@ -137,7 +137,7 @@ func (c *getFleets) params() url.Values {
 }
 
 func printFleets(w io.Writer, out output, fleets []fleetapi.Fleet) error {
-	if ok, err := printObject(w, out.format, map[string]any{"items": nonNilSlice(fleets)}); ok {
+	if ok, err := printObject(w, out, map[string]any{"items": nonNilSlice(fleets)}); ok {
 		return err
 	}
 	if out.format == "name" {

@@ -33,7 +33,7 @@ func newLabels(g *global, stdout io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd.Context(), args[0], stdout) },
 	}
 	cmd.Flags().BoolVar(&c.includeStale, "include-stale", false, "include fleets of stale clusters")
-	outputFlag(cmd, &c.out, "table", "json", "yaml", "name", "jsonpath=TEMPLATE")
+	outputFlag(cmd, &c.out, append([]string{"table", "json", "yaml", "name"}, templated...)...)
 	return cmd
 }
 
@@ -48,7 +48,7 @@ func (c *labelsCmd) run(ctx context.Context, key string, w io.Writer) error {
 }
 
 func printLabels(w io.Writer, out output, lv fleetapi.LabelValues) error {
-	if ok, err := printObject(w, out.format, lv); ok {
+	if ok, err := printObject(w, out, lv); ok {
 		return err
 	}
 	if out.format == "name" {

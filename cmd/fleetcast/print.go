@@ -9,6 +9,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/yaml"
 )
@@ -35,9 +38,9 @@ func outputFlag(cmd *cobra.Command, o *output, formats ...string) {
 				return err
 			}
 		}
-		name, _, _ := strings.Cut(o.format, "=")
+		name, _, templated := strings.Cut(o.format, "=")
 		for _, f := range formats {
-			if f == o.format || strings.HasSuffix(f, "=TEMPLATE") && name == strings.TrimSuffix(f, "=TEMPLATE") && strings.Contains(o.format, "=") {
+			if fname, _, ok := strings.Cut(f, "="); f == o.format || ok && templated && fname == name {
 				return nil
 			}
 		}
@@ -45,16 +48,21 @@ func outputFlag(cmd *cobra.Command, o *output, formats ...string) {
 	}
 }
 
-// printObject prints v as JSON, YAML or a JSONPath template's result;
+// templated are the outputs a template shapes, over the JSON output:
+// cli-runtime's jsonpath and go-template printers, and custom-columns.
+var templated = []string{"jsonpath=TEMPLATE", "go-template=TEMPLATE", "custom-columns=SPEC"}
+
+// printObject prints v as JSON, YAML or through a template (templated);
 // ok is false for the other formats.
-func printObject(w io.Writer, format string, v any) (ok bool, err error) {
-	switch {
-	case format == "json", format == "yaml":
+func printObject(w io.Writer, out output, v any) (ok bool, err error) {
+	name, tmpl, _ := strings.Cut(out.format, "=")
+	switch name {
+	case "json", "yaml":
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
 			return true, err
 		}
-		if format == "yaml" {
+		if name == "yaml" {
 			if b, err = yaml.JSONToYAML(b); err != nil {
 				return true, err
 			}
@@ -63,34 +71,128 @@ func printObject(w io.Writer, format string, v any) (ok bool, err error) {
 		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return true, err
-	case strings.HasPrefix(format, "jsonpath="):
-		return true, printJSONPath(w, strings.TrimPrefix(format, "jsonpath="), v)
+	case "jsonpath", "go-template", "custom-columns":
+		p, err := templatePrinter(name, tmpl, out.noHeaders)
+		if err != nil {
+			return true, usagef("-o %s: %w", name, err)
+		}
+		obj, err := unstructuredOf(v)
+		if err != nil {
+			return true, err
+		}
+		if err := p.PrintObj(obj, w); err != nil {
+			return true, usagef("-o %s: %w", name, err)
+		}
+		return true, nil // as kubectl: no newline of its own
 	}
 	return false, nil
 }
 
-// printJSONPath prints v through a kubectl JSONPath template, e.g.
-// {.items[*].name} or {range .items[*]}{.name}{"\n"}{end}.
-func printJSONPath(w io.Writer, template string, v any) error {
-	if !strings.Contains(template, "{") {
-		template = "{" + template + "}"
+func templatePrinter(name, tmpl string, noHeaders bool) (printers.ResourcePrinter, error) {
+	switch name {
+	case "jsonpath":
+		if !strings.Contains(tmpl, "{") {
+			tmpl = "{" + tmpl + "}" // kubectl's relaxed form: .items[*].name
+		}
+		return printers.NewJSONPathPrinter(tmpl)
+	case "go-template":
+		return printers.NewGoTemplatePrinter([]byte(tmpl))
 	}
-	jp := jsonpath.New("output")
-	if err := jp.Parse(template); err != nil {
-		return usagef("-o jsonpath: %w", err)
+	return newCustomColumns(tmpl, noHeaders)
+}
+
+// customColumns is kubectl's custom-columns printer, by its rules
+// (HEADER:JSONPATH,…, kubectl's relaxed paths, <none> for a missing value,
+// the values of a path that yields several joined by commas): kubectl's
+// own lives in k8s.io/kubectl/pkg/cmd/get, which would bring 463 more
+// packages into the CLI for it.
+type customColumns struct {
+	headers   []string
+	paths     []*jsonpath.JSONPath
+	noHeaders bool
+}
+
+func newCustomColumns(spec string, noHeaders bool) (*customColumns, error) {
+	if spec == "" {
+		return nil, fmt.Errorf("no columns given: want HEADER:JSONPATH,…")
 	}
+	c := &customColumns{noHeaders: noHeaders}
+	for i, col := range strings.Split(spec, ",") {
+		header, path, ok := strings.Cut(col, ":")
+		if !ok {
+			return nil, fmt.Errorf("%q: want HEADER:JSONPATH", col)
+		}
+		path = strings.TrimSpace(path)
+		if !strings.HasPrefix(path, "{") {
+			path = "{" + strings.TrimPrefix(path, "$") + "}"
+		}
+		if !strings.HasPrefix(path, "{.") && !strings.HasPrefix(path, "{$") {
+			path = "{." + strings.TrimPrefix(path, "{")
+		}
+		jp := jsonpath.New(fmt.Sprintf("column%d", i)).AllowMissingKeys(true)
+		if err := jp.Parse(path); err != nil {
+			return nil, fmt.Errorf("%s: %w", header, err)
+		}
+		c.headers, c.paths = append(c.headers, header), append(c.paths, jp)
+	}
+	return c, nil
+}
+
+// PrintObj prints a row for obj, or for each item of a list.
+func (c *customColumns) PrintObj(obj runtime.Object, w io.Writer) error {
+	objs := []runtime.Object{obj}
+	if list, ok := obj.(*unstructured.UnstructuredList); ok {
+		objs = objs[:0]
+		for i := range list.Items {
+			objs = append(objs, &list.Items[i])
+		}
+	}
+	var rows [][]string
+	if !c.noHeaders {
+		rows = append(rows, c.headers)
+	}
+	for _, o := range objs {
+		row := make([]string, len(c.paths))
+		for i, jp := range c.paths {
+			results, err := jp.FindResults(o.(runtime.Unstructured).UnstructuredContent())
+			if err != nil {
+				return err
+			}
+			var values []string
+			for _, r := range results {
+				for _, v := range r {
+					values = append(values, printers.EscapeTerminal(fmt.Sprint(v.Interface())))
+				}
+			}
+			row[i] = orNone(strings.Join(values, ","))
+		}
+		rows = append(rows, row)
+	}
+	(&table{w: w}).rows(rows)
+	return nil
+}
+
+// unstructuredOf is v's JSON as kubectl's printers take it: a list
+// ({"items": […]}) as an UnstructuredList, anything else as one object.
+func unstructuredOf(v any) (runtime.Object, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var data any
-	if err := json.Unmarshal(b, &data); err != nil {
-		return err
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
 	}
-	if err := jp.Execute(w, data); err != nil {
-		return usagef("-o jsonpath: %w", err)
+	items, isList := m["items"].([]any)
+	if !isList {
+		return &unstructured.Unstructured{Object: m}, nil
 	}
-	return nil // as kubectl: no newline of its own
+	list := &unstructured.UnstructuredList{Object: map[string]any{}}
+	for _, it := range items {
+		obj, _ := it.(map[string]any)
+		list.Items = append(list.Items, unstructured.Unstructured{Object: obj})
+	}
+	return list, nil
 }
 
 // table writes rows of cells padded to their columns, three spaces apart,
