@@ -265,3 +265,53 @@ func TestTheCLIReadsLikeKubectls(t *testing.T) {
 		assert.LessOrEqual(t, strings.Count(string(b), "\n"), 300, "%s is over 300 lines", f)
 	}
 }
+
+// layers are the house's floors, from the ground up: a package imports
+// only packages of its own floor or below (its tests aside), so no import
+// runs upward and no cycle can form across floors. A package no prefix
+// names fails the test: a new room is placed on purpose.
+var layers = [][]string{
+	{"fleet", "logging", "schemas", "gen/"},                                                 // the domain and the contracts
+	{"firestoredb", "fleetapi", "pubsubtopic", "publisher"},                                 // adapters, the read model, the agent
+	{"fleetclient", "fleetwatch", "functions/", ".", "internal/build/"},                     // clients, the functions, build checks
+	{"internal/testenv", "internal/cli", "internal/demo"},                                   // what programs and tests run on
+	{"cmd/", "internal/cmd/", "examples/", "emulator-tests", "internal/house", "terraform"}, // programs, and tests of the whole
+}
+
+func layerOf(rel string) int {
+	best, at := -1, -1
+	for i, prefixes := range layers {
+		for _, p := range prefixes {
+			if (rel == strings.TrimSuffix(p, "/") || strings.HasPrefix(rel, strings.TrimSuffix(p, "/")+"/")) && len(p) > best {
+				best, at = len(p), i
+			}
+		}
+	}
+	return at
+}
+
+func TestNoImportRunsUpward(t *testing.T) {
+	const module = "github.com/fleetcast/fleetcast"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, root+"/...").Output()
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Greater(t, len(lines), 30)
+	for _, l := range lines {
+		f := strings.Fields(l)
+		rel := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		if rel == "" {
+			rel = "."
+		}
+		from := layerOf(rel)
+		if !assert.GreaterOrEqual(t, from, 0, "package %s is on no floor of the house test's layers", rel) {
+			continue
+		}
+		for _, imp := range f[1:] {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			to := strings.TrimPrefix(imp, module+"/")
+			assert.LessOrEqual(t, layerOf(to), from, "%s (floor %d) imports %s (floor %d): an import runs upward", rel, from+1, to, layerOf(to)+1)
+		}
+	}
+}
