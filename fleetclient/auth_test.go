@@ -257,7 +257,8 @@ func TestTheClientSendsTheIDToken(t *testing.T) {
 			http.Redirect(w, r, elsewhere+"/v1/clusters", http.StatusFound)
 			return
 		}
-		writeJSON(w, map[string]any{"items": []any{}})
+		w.Header().Set("Content-Type", "application/proto") // an empty ListClustersResponse
+		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(api.Close)
 	plainAPI := httptest.NewServer(api.Config.Handler)

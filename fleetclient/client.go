@@ -1,7 +1,8 @@
 // Package fleetclient is the Go client of fleetcast's query API (the
-// QueryFleets function's /v1 REST API), answering with the read model's
-// types (package fleetapi), and the http.Client that authenticates to it
-// with Google-signed ID tokens.
+// QueryFleets function's fleetcast.v1.InformationService, over Connect,
+// gRPC or gRPC-Web), answering with the read model's types (package
+// fleetapi), and the http.Client that authenticates to it with
+// Google-signed ID tokens.
 //
 // Authentication is the http.Client's business, as in connect-go: New takes
 // any client; NewHTTPClient makes one that sends an ID token for the
@@ -12,29 +13,31 @@ package fleetclient
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
+	"connectrpc.com/connect"
 	"golang.org/x/oauth2"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetapi/fleetpb"
+	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
+	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 )
 
-// Client calls the query API over HTTP. It is a fleetapi.API: what the
-// CLI and the demo ask of Firestore through the read model, they ask of
-// the API through it.
+// Client calls the query API's InformationService (over Connect unless
+// an Option says gRPC or gRPC-Web) and answers with the read model's
+// types. It is a fleetapi.API: what the CLI and the demo ask of Firestore
+// through the read model, they ask of the API through it, and a watch of
+// the same client follows the same service's stream.
 type Client struct {
-	base      string
-	http      *http.Client
-	userAgent string
+	rpc fleetcastv1connect.InformationServiceClient
 }
 
 var _ fleetapi.API = (*Client)(nil)
@@ -43,11 +46,15 @@ var _ fleetapi.API = (*Client)(nil)
 var ErrInvalidURL = errors.New("want an http(s) URL")
 
 // An Option configures a Client.
-type Option func(*Client)
+type Option func(*options)
 
-// WithUserAgent sets the User-Agent of every request, for the function's
-// request logs.
-func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
+type options struct{ connect []connect.ClientOption }
+
+// WithClientOptions passes options to the Connect client: the protocol
+// (connect.WithGRPC, connect.WithGRPCWeb), interceptors, compression.
+func WithClientOptions(opts ...connect.ClientOption) Option {
+	return func(o *options) { o.connect = append(o.connect, opts...) }
+}
 
 // New returns a client of the query API at baseURL (a function's URL, or
 // a local runner's), sending its requests through httpClient —
@@ -61,12 +68,17 @@ func New(httpClient *http.Client, baseURL string, opts ...Option) (*Client, erro
 	if httpClient == nil {
 		httpClient = http.DefaultClient
 	}
-	c := &Client{base: base, http: httpClient}
-	for _, o := range opts {
-		o(c)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
-	return c, nil
+	return &Client{rpc: fleetcastv1connect.NewInformationServiceClient(httpClient, base, o.connect...)}, nil
 }
+
+// InformationService is the generated client the Client calls, for what
+// the read model's API does not ask: fleetwatch.WatchAPI follows its
+// WatchFleets stream.
+func (c *Client) InformationService() fleetcastv1connect.InformationServiceClient { return c.rpc }
 
 // ParseBaseURL checks a query API's URL and returns it without a trailing
 // slash, the base the generated InformationService client also takes. The
@@ -147,71 +159,68 @@ func (t *originOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.plain.RoundTrip(r)
 }
 
-// get reads path into v; an answer other than 200 becomes an *Error.
-func (c *Client) get(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return err
+// ErrorOf is a Connect error of the InformationService as the read
+// model's: the one vocabulary callers map to their own edge. A bad
+// argument names its /v1 parameter (Param) and says what is wrong with it
+// (Message), from the error's details; nil stays nil.
+func ErrorOf(err error) error {
+	if err == nil {
+		return nil
 	}
-	if c.userAgent != "" {
-		req.Header.Set("User-Agent", c.userAgent)
+	ce, ok := errors.AsType[*connect.Error](err)
+	if !ok {
+		return &fleetapi.Error{Code: fleetapi.CodeOf(err), Message: "the query API", Err: err}
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return &fleetapi.Error{Code: fleetapi.Unavailable, Message: "the query API cannot be reached", Err: err}
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return &fleetapi.Error{Code: fleetapi.Unavailable, Message: "reading the query API's answer failed", Err: err}
-	}
-	if resp.StatusCode != http.StatusOK {
-		return errorOf(resp, body)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return &fleetapi.Error{Code: fleetapi.Internal, Message: "the query API's answer is not what it documents", Err: err}
-	}
-	return nil
-}
-
-// errorOf decodes the API's error document; a body without one (a proxy's
-// page, an IAM refusal) becomes an error naming the HTTP status.
-func errorOf(resp *http.Response, body []byte) *fleetapi.Error {
-	var e struct {
-		Error struct {
-			Status  fleetapi.Code `json:"status"`
-			Message string        `json:"message"`
-			Param   string        `json:"param"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" && e.Error.Status != "" {
-		return &fleetapi.Error{Code: e.Error.Status, Param: e.Error.Param, Message: e.Error.Message}
-	}
-	code, ok := statusCode[resp.StatusCode]
+	code, ok := apiCode[ce.Code()]
 	if !ok {
 		code = fleetapi.Internal
 	}
-	return &fleetapi.Error{Code: code, Message: "query API: " + resp.Status}
+	e := &fleetapi.Error{Code: code, Message: ce.Message()}
+	if code == fleetapi.InvalidArgument {
+		for _, d := range ce.Details() {
+			switch v, _ := d.Value(); v := v.(type) {
+			case *errdetails.ErrorInfo:
+				e.Param = v.GetMetadata()["param"]
+			case *errdetails.BadRequest:
+				if fv := v.GetFieldViolations(); len(fv) == 1 {
+					e.Message = fv[0].GetDescription()
+				}
+			}
+		}
+	}
+	return e
 }
 
-// statusCode classifies an HTTP status without the API's error document.
-var statusCode = map[int]fleetapi.Code{
-	http.StatusBadRequest:         fleetapi.InvalidArgument,
-	http.StatusUnauthorized:       fleetapi.PermissionDenied, // IAM: no or a bad ID token
-	http.StatusForbidden:          fleetapi.PermissionDenied, // IAM: not an invoker
-	http.StatusNotFound:           fleetapi.NotFound,
-	http.StatusTooManyRequests:    fleetapi.Unavailable,
-	http.StatusBadGateway:         fleetapi.Unavailable,
-	http.StatusServiceUnavailable: fleetapi.Unavailable,
-	http.StatusGatewayTimeout:     fleetapi.Unavailable,
+// apiCode maps Connect's codes to the read model's.
+var apiCode = map[connect.Code]fleetapi.Code{
+	connect.CodeInvalidArgument:   fleetapi.InvalidArgument,
+	connect.CodeNotFound:          fleetapi.NotFound,
+	connect.CodeUnavailable:       fleetapi.Unavailable,
+	connect.CodeDeadlineExceeded:  fleetapi.Unavailable,
+	connect.CodeResourceExhausted: fleetapi.ResourceExhausted,
+	connect.CodePermissionDenied:  fleetapi.PermissionDenied,
+	connect.CodeUnauthenticated:   fleetapi.PermissionDenied,
 }
 
-// ListFleets answers one page of a fleet query.
+// ListFleets answers one page of a fleet query (Inform).
 func (c *Client) ListFleets(ctx context.Context, q fleetapi.Query) (fleetapi.FleetList, error) {
-	var l fleetapi.FleetList
-	q.PageSize = min(q.PageSize, fleetapi.MaxPageSize)
-	err := c.get(ctx, "/v1/fleets?"+q.Values().Encode(), &l)
-	return l, err
+	req := &fleetcastv1.InformRequest{Filter: fleetpb.Filter(q), PageSize: int32(min(q.PageSize, fleetapi.MaxPageSize)),
+		PageToken: q.Values().Get("pageToken")}
+	switch q.OrderBy {
+	case fleetapi.OrderByReady:
+		req.OrderBy = fleetcastv1.OrderBy_ORDER_BY_READY
+	case fleetapi.OrderByAvailable:
+		req.OrderBy = fleetcastv1.OrderBy_ORDER_BY_AVAILABLE
+	}
+	resp, err := c.rpc.Inform(ctx, connect.NewRequest(req))
+	if err != nil {
+		return fleetapi.FleetList{}, ErrorOf(err)
+	}
+	l := fleetapi.FleetList{Items: []fleetapi.Fleet{}, NextPageToken: resp.Msg.GetNextPageToken(), TotalSize: int(resp.Msg.GetTotalSize())}
+	for _, f := range resp.Msg.GetFleetInformation() {
+		l.Items = append(l.Items, fleetpb.FromFleet(f))
+	}
+	return l, nil
 }
 
 // GetFleet returns one live fleet.
@@ -219,16 +228,24 @@ func (c *Client) GetFleet(ctx context.Context, k fleet.Key) (fleetapi.Fleet, err
 	if err := fleetapi.ValidateKey(k); err != nil {
 		return fleetapi.Fleet{}, err
 	}
-	var f fleetapi.Fleet
-	err := c.get(ctx, "/v1/fleets/"+url.PathEscape(k.Cluster)+"/"+url.PathEscape(k.Namespace)+"/"+url.PathEscape(k.Name), &f)
-	return f, err
+	resp, err := c.rpc.GetFleet(ctx, connect.NewRequest(&fleetcastv1.GetFleetRequest{ClusterName: k.Cluster, Namespace: k.Namespace, FleetName: k.Name}))
+	if err != nil {
+		return fleetapi.Fleet{}, ErrorOf(err)
+	}
+	return fleetpb.FromFleet(resp.Msg.GetFleetInformation()), nil
 }
 
 // ListClusters returns every cluster.
 func (c *Client) ListClusters(ctx context.Context) (fleetapi.ClusterList, error) {
-	var l fleetapi.ClusterList
-	err := c.get(ctx, "/v1/clusters", &l)
-	return l, err
+	resp, err := c.rpc.ListClusters(ctx, connect.NewRequest(&fleetcastv1.ListClustersRequest{}))
+	if err != nil {
+		return fleetapi.ClusterList{}, ErrorOf(err)
+	}
+	l := fleetapi.ClusterList{Items: []fleetapi.Cluster{}}
+	for _, cl := range resp.Msg.GetClusters() {
+		l.Items = append(l.Items, fleetpb.FromCluster(cl))
+	}
+	return l, nil
 }
 
 // GetCluster returns one cluster.
@@ -236,9 +253,11 @@ func (c *Client) GetCluster(ctx context.Context, name string) (fleetapi.Cluster,
 	if err := fleetapi.ValidateClusterName(name); err != nil {
 		return fleetapi.Cluster{}, err
 	}
-	var cl fleetapi.Cluster
-	err := c.get(ctx, "/v1/clusters/"+url.PathEscape(name), &cl)
-	return cl, err
+	resp, err := c.rpc.GetCluster(ctx, connect.NewRequest(&fleetcastv1.GetClusterRequest{ClusterName: name}))
+	if err != nil {
+		return fleetapi.Cluster{}, ErrorOf(err)
+	}
+	return fleetpb.FromCluster(resp.Msg.GetCluster()), nil
 }
 
 // LabelValues sums the live fleets carrying label key by value.
@@ -246,7 +265,14 @@ func (c *Client) LabelValues(ctx context.Context, key string, includeStale bool)
 	if err := fleetapi.ValidateLabelKey(key); err != nil {
 		return fleetapi.LabelValues{}, err
 	}
-	var lv fleetapi.LabelValues
-	err := c.get(ctx, "/v1/labels/"+url.PathEscape(key)+"?includeStale="+strconv.FormatBool(includeStale), &lv)
-	return lv, err
+	resp, err := c.rpc.LabelValues(ctx, connect.NewRequest(&fleetcastv1.LabelValuesRequest{Key: key, IncludeStale: includeStale}))
+	if err != nil {
+		return fleetapi.LabelValues{}, ErrorOf(err)
+	}
+	lv := fleetapi.LabelValues{Key: resp.Msg.GetKey(), Values: []fleetapi.LabelValue{}}
+	for _, v := range resp.Msg.GetValues() {
+		lv.Values = append(lv.Values, fleetapi.LabelValue{Value: v.GetValue(), Fleets: v.GetFleets(), ReadyReplicas: v.GetReadyGameservers(),
+			AllocatedReplicas: v.GetAllocatedGameservers(), Clusters: v.GetClusters()})
+	}
+	return lv, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetpb"
+	"github.com/fleetcast/fleetcast/fleetclient"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 )
@@ -67,27 +68,6 @@ func (f *follower) Stale(cluster string, now time.Time) bool {
 
 func (f *follower) Labels(cluster string) map[string]string { return f.labels[cluster] }
 
-// apiError is a Connect error of the stream as the read model's: the one
-// vocabulary callers map to their own edge.
-func apiError(err error) error {
-	code, ok := apiCode[connect.CodeOf(err)]
-	if !ok {
-		code = fleetapi.Internal
-	}
-	return &fleetapi.Error{Code: code, Message: "watch", Err: err}
-}
-
-// apiCode maps Connect's codes to the read model's.
-var apiCode = map[connect.Code]fleetapi.Code{
-	connect.CodeInvalidArgument:   fleetapi.InvalidArgument,
-	connect.CodeNotFound:          fleetapi.NotFound,
-	connect.CodeUnavailable:       fleetapi.Unavailable,
-	connect.CodeDeadlineExceeded:  fleetapi.Unavailable,
-	connect.CodeResourceExhausted: fleetapi.ResourceExhausted,
-	connect.CodePermissionDenied:  fleetapi.PermissionDenied,
-	connect.CodeUnauthenticated:   fleetapi.PermissionDenied,
-}
-
 // follower reads the stream into a View.
 type follower struct {
 	v      *View
@@ -118,7 +98,7 @@ func (f *follower) follow(ctx context.Context) {
 		code := connect.CodeOf(err)
 		if !f.synced && (code == connect.CodeInvalidArgument || code == connect.CodeUnauthenticated ||
 			code == connect.CodePermissionDenied || code == connect.CodeUnimplemented || code == connect.CodeNotFound) {
-			f.failed <- apiError(err)
+			f.failed <- fleetclient.ErrorOf(err)
 			return
 		}
 		if code == connect.CodeInvalidArgument && f.token != "" {

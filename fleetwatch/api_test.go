@@ -1,6 +1,7 @@
 package fleetwatch_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -168,7 +169,13 @@ func TestWatchAPIRejectsWhatTheServerRejects(t *testing.T) {
 	client := fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, w.srv.URL)
 	_, err := fleetwatch.WatchAPI(t.Context(), client, fleetwatch.Options{Clusters: []string{"Not_A_Cluster"}})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "filter.clusters")
+	// The server's refusal in the read model's words: the parameter
+	// (from the error's details) and what is wrong with it.
+	e, ok := errors.AsType[*fleetapi.Error](err)
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, fleetapi.InvalidArgument, e.Code)
+	assert.Equal(t, "cluster", e.Param)
+	assert.Contains(t, e.Message, `"Not_A_Cluster" is not a cluster name`)
 }
 
 // TestWatchAPIStaleWithoutNews: a view that hears nothing from the stream

@@ -463,3 +463,24 @@ func TestTheProjectComesFromTheFlagTheEnvironmentThenGcloud(t *testing.T) {
 		assert.Contains(t, message(err, g), "Firestore (project "+tt.want+")")
 	}
 }
+
+// TestTheAPIsRefusalsNameTheFlag: what the server refuses (a counter no
+// cluster reports) is told in the same words, naming the same flag, with
+// the same exit code, from Firestore and through the API's one protocol.
+func TestTheAPIsRefusalsNameTheFlag(t *testing.T) {
+	project, store := world(t)
+	srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(store, fleetapi.Options{MaxStaleness: -1, ClusterRefresh: -1}), logging.New(io.Discard, logging.LevelWarning)))
+	t.Cleanup(srv.Close)
+	for _, args := range [][]string{
+		{"get", "fleets", "--counter", "seats", "--min-available", "1"},
+		{"get", "fleet", "pc/games/nope"},
+		{"get", "cluster", "nope"},
+	} {
+		_, _, direct := runCLI(t, project, args...)
+		_, _, viaAPI := runCLI(t, project, append(args, "--api", srv.URL)...)
+		require.Error(t, direct)
+		require.Error(t, viaAPI)
+		assert.Equal(t, direct.Error(), viaAPI.Error(), "%v", args)
+		assert.Equal(t, exitCode(direct), exitCode(viaAPI), "%v", args)
+	}
+}

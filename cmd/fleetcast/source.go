@@ -37,13 +37,9 @@ func withAPI(ctx context.Context, g *global, f func(context.Context, fleetapi.AP
 // through the same read model the API answers from.
 func newAPI(ctx context.Context, g *global) (fleetapi.API, func(), error) {
 	if g.api != "" {
-		hc, err := fleetclient.NewHTTPClient(ctx, g.api, g.auth())
+		c, err := apiClient(ctx, g)
 		if err != nil {
-			return nil, nil, apiError(err)
-		}
-		c, err := fleetclient.New(hc, g.api, fleetclient.WithUserAgent("fleetcast-cli"))
-		if err != nil {
-			return nil, nil, apiError(err)
+			return nil, nil, err
 		}
 		return c, func() {}, nil
 	}
@@ -53,6 +49,20 @@ func newAPI(ctx context.Context, g *global) (fleetapi.API, func(), error) {
 	}
 	svc := fleetapi.NewService(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now), fleetapi.Options{StaleAfter: g.staleAfter})
 	return svc, func() { _ = client.Close() }, nil
+}
+
+// apiClient is the client of --api, whose ID tokens auth gets: get and
+// watch speak its one protocol.
+func apiClient(ctx context.Context, g *global) (*fleetclient.Client, error) {
+	hc, err := fleetclient.NewHTTPClient(ctx, g.api, g.auth())
+	if err != nil {
+		return nil, apiError(err)
+	}
+	c, err := fleetclient.New(hc, g.api)
+	if err != nil {
+		return nil, apiError(err)
+	}
+	return c, nil
 }
 
 // auth is how the CLI gets ID tokens for --api.

@@ -12,9 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetcast/fleetcast/fleetapi"
-	"github.com/fleetcast/fleetcast/fleetclient"
 	"github.com/fleetcast/fleetcast/fleetwatch"
-	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 )
 
 // watch are a watch's flags: get fleets -w, or the watch command.
@@ -149,16 +147,13 @@ func (c *watch) initial(tbl *table, fleets []fleetapi.Fleet, keep func(fleetapi.
 // Firestore's listeners.
 func (c *watch) source(ctx context.Context) (func(fleetwatch.Options) (*fleetwatch.View, error), func(), error) {
 	if c.g.api != "" {
-		base, err := fleetclient.ParseBaseURL(c.g.api)
+		api, err := apiClient(ctx, c.g) // the client get uses: one protocol
 		if err != nil {
-			return nil, nil, apiError(err)
+			return nil, nil, err
 		}
-		hc, err := fleetclient.NewHTTPClient(ctx, base, c.g.auth())
-		if err != nil {
-			return nil, nil, apiError(err)
-		}
-		rpc := fleetcastv1connect.NewInformationServiceClient(hc, base)
-		return func(o fleetwatch.Options) (*fleetwatch.View, error) { return fleetwatch.WatchAPI(ctx, rpc, o) }, func() {}, nil
+		return func(o fleetwatch.Options) (*fleetwatch.View, error) {
+			return fleetwatch.WatchAPI(ctx, api.InformationService(), o)
+		}, func() {}, nil
 	}
 	client, err := firestoreClient(ctx, c.g)
 	if err != nil {

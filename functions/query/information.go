@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
+	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetpb"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
@@ -72,9 +74,23 @@ func (s *information) fail(ctx context.Context, procedure string, err error) err
 		if field == "" {
 			field = e.Param
 		}
-		return connect.NewError(code, errors.New(field+": "+e.Message))
+		return invalid(field, e.Param, e.Message)
 	}
 	return connect.NewError(code, errors.New(e.Message))
+}
+
+// invalid is an INVALID_ARGUMENT naming the request's field, with the
+// details a client reads it back from: a google.rpc.BadRequest (the field
+// and what is wrong with it) and an ErrorInfo carrying the /v1 parameter.
+func invalid(field, param, message string) error {
+	ce := connect.NewError(connect.CodeInvalidArgument, errors.New(field+": "+message))
+	if d, err := connect.NewErrorDetail(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: message}}}); err == nil {
+		ce.AddDetail(d)
+	}
+	if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: "INVALID_ARGUMENT", Domain: "fleetcast", Metadata: map[string]string{"param": param}}); err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
 }
 
 // connectCode maps the read model's error codes to Connect's.
@@ -151,6 +167,43 @@ func streamContext(ctx context.Context) (context.Context, context.CancelFunc) {
 		return context.WithCancel(ctx)
 	}
 	return context.WithDeadlineCause(ctx, d.Add(-streamMargin), errStreamDeadline)
+}
+
+// keyFields name a GetFleet or GetCluster request's fields for the
+// parameters of a fleet's or a cluster's key.
+var keyFields = map[string]string{"cluster": "cluster_name", "namespace/name": "namespace, fleet_name"}
+
+// keyFail is fail for a key's error, with the request's field names.
+func (s *information) keyFail(ctx context.Context, procedure string, err error) error {
+	if e, ok := errors.AsType[*fleetapi.Error](err); ok && e.Code == fleetapi.InvalidArgument && keyFields[e.Param] != "" {
+		return invalid(keyFields[e.Param], e.Param, e.Message)
+	}
+	return s.fail(ctx, procedure, err)
+}
+
+// GetFleet answers one live fleet, as /v1/fleets/{cluster}/{namespace}/{name}.
+func (s *information) GetFleet(ctx context.Context, req *connect.Request[fleetcastv1.GetFleetRequest]) (*connect.Response[fleetcastv1.GetFleetResponse], error) {
+	k := fleet.Key{Cluster: req.Msg.GetClusterName(), Namespace: req.Msg.GetNamespace(), Name: req.Msg.GetFleetName()}
+	if err := fleetapi.ValidateKey(k); err != nil {
+		return nil, s.keyFail(ctx, req.Spec().Procedure, err)
+	}
+	f, err := s.svc.GetFleet(ctx, k)
+	if err != nil {
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
+	}
+	return connect.NewResponse(&fleetcastv1.GetFleetResponse{FleetInformation: fleetpb.Fleet(f)}), nil
+}
+
+// GetCluster answers one cluster, as /v1/clusters/{cluster}.
+func (s *information) GetCluster(ctx context.Context, req *connect.Request[fleetcastv1.GetClusterRequest]) (*connect.Response[fleetcastv1.GetClusterResponse], error) {
+	if err := fleetapi.ValidateClusterName(req.Msg.GetClusterName()); err != nil {
+		return nil, s.keyFail(ctx, req.Spec().Procedure, err)
+	}
+	c, err := s.svc.GetCluster(ctx, req.Msg.GetClusterName())
+	if err != nil {
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
+	}
+	return connect.NewResponse(&fleetcastv1.GetClusterResponse{Cluster: fleetpb.Cluster(c)}), nil
 }
 
 // ListClusters answers every cluster, as /v1/clusters.

@@ -1644,6 +1644,198 @@ func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+type GetFleetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName   string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	FleetName     string                 `protobuf:"bytes,3,opt,name=fleet_name,json=fleetName,proto3" json:"fleet_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFleetRequest) Reset() {
+	*x = GetFleetRequest{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFleetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFleetRequest) ProtoMessage() {}
+
+func (x *GetFleetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFleetRequest.ProtoReflect.Descriptor instead.
+func (*GetFleetRequest) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetFleetRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *GetFleetRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetFleetRequest) GetFleetName() string {
+	if x != nil {
+		return x.FleetName
+	}
+	return ""
+}
+
+type GetFleetResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	FleetInformation *FleetInformation      `protobuf:"bytes,1,opt,name=fleet_information,json=fleetInformation,proto3" json:"fleet_information,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GetFleetResponse) Reset() {
+	*x = GetFleetResponse{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFleetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFleetResponse) ProtoMessage() {}
+
+func (x *GetFleetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFleetResponse.ProtoReflect.Descriptor instead.
+func (*GetFleetResponse) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetFleetResponse) GetFleetInformation() *FleetInformation {
+	if x != nil {
+		return x.FleetInformation
+	}
+	return nil
+}
+
+type GetClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName   string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterRequest) Reset() {
+	*x = GetClusterRequest{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterRequest) ProtoMessage() {}
+
+func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterRequest.ProtoReflect.Descriptor instead.
+func (*GetClusterRequest) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetClusterRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+type GetClusterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cluster       *Cluster               `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterResponse) Reset() {
+	*x = GetClusterResponse{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterResponse) ProtoMessage() {}
+
+func (x *GetClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterResponse.ProtoReflect.Descriptor instead.
+func (*GetClusterResponse) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetClusterResponse) GetCluster() *Cluster {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
 type ListClustersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1652,7 +1844,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[19]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1856,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[19]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1869,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{19}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{23}
 }
 
 type ListClustersResponse struct {
@@ -1689,7 +1881,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[20]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1893,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[20]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1906,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{20}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListClustersResponse) GetClusters() []*Cluster {
@@ -1743,7 +1935,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[21]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1947,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[21]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1960,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{21}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Cluster) GetClusterName() string {
@@ -1838,7 +2030,7 @@ type Publisher struct {
 
 func (x *Publisher) Reset() {
 	*x = Publisher{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[22]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +2042,7 @@ func (x *Publisher) String() string {
 func (*Publisher) ProtoMessage() {}
 
 func (x *Publisher) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[22]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +2055,7 @@ func (x *Publisher) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Publisher.ProtoReflect.Descriptor instead.
 func (*Publisher) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{22}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Publisher) GetId() string {
@@ -1897,7 +2089,7 @@ type FleetTotals struct {
 
 func (x *FleetTotals) Reset() {
 	*x = FleetTotals{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[23]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2101,7 @@ func (x *FleetTotals) String() string {
 func (*FleetTotals) ProtoMessage() {}
 
 func (x *FleetTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[23]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2114,7 @@ func (x *FleetTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FleetTotals.ProtoReflect.Descriptor instead.
 func (*FleetTotals) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{23}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FleetTotals) GetReplicas() int64 {
@@ -1992,7 +2184,7 @@ type LabelValuesRequest struct {
 
 func (x *LabelValuesRequest) Reset() {
 	*x = LabelValuesRequest{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[24]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2196,7 @@ func (x *LabelValuesRequest) String() string {
 func (*LabelValuesRequest) ProtoMessage() {}
 
 func (x *LabelValuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[24]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2209,7 @@ func (x *LabelValuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelValuesRequest.ProtoReflect.Descriptor instead.
 func (*LabelValuesRequest) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{24}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LabelValuesRequest) GetKey() string {
@@ -2045,7 +2237,7 @@ type LabelValuesResponse struct {
 
 func (x *LabelValuesResponse) Reset() {
 	*x = LabelValuesResponse{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[25]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2249,7 @@ func (x *LabelValuesResponse) String() string {
 func (*LabelValuesResponse) ProtoMessage() {}
 
 func (x *LabelValuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[25]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2262,7 @@ func (x *LabelValuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelValuesResponse.ProtoReflect.Descriptor instead.
 func (*LabelValuesResponse) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{25}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LabelValuesResponse) GetKey() string {
@@ -2101,7 +2293,7 @@ type LabelValue struct {
 
 func (x *LabelValue) Reset() {
 	*x = LabelValue{}
-	mi := &file_fleetcast_v1_information_proto_msgTypes[26]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2305,7 @@ func (x *LabelValue) String() string {
 func (*LabelValue) ProtoMessage() {}
 
 func (x *LabelValue) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetcast_v1_information_proto_msgTypes[26]
+	mi := &file_fleetcast_v1_information_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2318,7 @@ func (x *LabelValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelValue.ProtoReflect.Descriptor instead.
 func (*LabelValue) Descriptor() ([]byte, []int) {
-	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{26}
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LabelValue) GetValue() string {
@@ -2298,7 +2490,18 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"fleetCount\"\t\n" +
 	"\aRestart\";\n" +
 	"\tHeartbeat\x12.\n" +
-	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x15\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"q\n" +
+	"\x0fGetFleetRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x1d\n" +
+	"\n" +
+	"fleet_name\x18\x03 \x01(\tR\tfleetName\"_\n" +
+	"\x10GetFleetResponse\x12K\n" +
+	"\x11fleet_information\x18\x01 \x01(\v2\x1e.fleetcast.v1.FleetInformationR\x10fleetInformation\"6\n" +
+	"\x11GetClusterRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"E\n" +
+	"\x12GetClusterResponse\x12/\n" +
+	"\acluster\x18\x01 \x01(\v2\x15.fleetcast.v1.ClusterR\acluster\"\x15\n" +
 	"\x13ListClustersRequest\"I\n" +
 	"\x14ListClustersResponse\x121\n" +
 	"\bclusters\x18\x01 \x03(\v2\x15.fleetcast.v1.ClusterR\bclusters\"\xe8\x02\n" +
@@ -2353,11 +2556,14 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\x17CHANGE_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHANGE_TYPE_ADDED\x10\x01\x12\x18\n" +
 	"\x14CHANGE_TYPE_MODIFIED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_TYPE_REMOVED\x10\x032\xe9\x02\n" +
+	"\x13CHANGE_TYPE_REMOVED\x10\x032\x8f\x04\n" +
 	"\x12InformationService\x12H\n" +
 	"\x06Inform\x12\x1b.fleetcast.v1.InformRequest\x1a\x1c.fleetcast.v1.InformResponse\"\x03\x90\x02\x01\x12T\n" +
-	"\vWatchFleets\x12 .fleetcast.v1.WatchFleetsRequest\x1a!.fleetcast.v1.WatchFleetsResponse0\x01\x12Z\n" +
-	"\fListClusters\x12!.fleetcast.v1.ListClustersRequest\x1a\".fleetcast.v1.ListClustersResponse\"\x03\x90\x02\x01\x12W\n" +
+	"\vWatchFleets\x12 .fleetcast.v1.WatchFleetsRequest\x1a!.fleetcast.v1.WatchFleetsResponse0\x01\x12N\n" +
+	"\bGetFleet\x12\x1d.fleetcast.v1.GetFleetRequest\x1a\x1e.fleetcast.v1.GetFleetResponse\"\x03\x90\x02\x01\x12Z\n" +
+	"\fListClusters\x12!.fleetcast.v1.ListClustersRequest\x1a\".fleetcast.v1.ListClustersResponse\"\x03\x90\x02\x01\x12T\n" +
+	"\n" +
+	"GetCluster\x12\x1f.fleetcast.v1.GetClusterRequest\x1a .fleetcast.v1.GetClusterResponse\"\x03\x90\x02\x01\x12W\n" +
 	"\vLabelValues\x12 .fleetcast.v1.LabelValuesRequest\x1a!.fleetcast.v1.LabelValuesResponse\"\x03\x90\x02\x01B=Z;github.com/fleetcast/fleetcast/gen/fleetcast/v1;fleetcastv1b\x06proto3"
 
 var (
@@ -2373,7 +2579,7 @@ func file_fleetcast_v1_information_proto_rawDescGZIP() []byte {
 }
 
 var file_fleetcast_v1_information_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fleetcast_v1_information_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_fleetcast_v1_information_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_fleetcast_v1_information_proto_goTypes = []any{
 	(OrderBy)(0),                  // 0: fleetcast.v1.OrderBy
 	(ChangeType)(0),               // 1: fleetcast.v1.ChangeType
@@ -2396,20 +2602,24 @@ var file_fleetcast_v1_information_proto_goTypes = []any{
 	(*Synced)(nil),                // 18: fleetcast.v1.Synced
 	(*Restart)(nil),               // 19: fleetcast.v1.Restart
 	(*Heartbeat)(nil),             // 20: fleetcast.v1.Heartbeat
-	(*ListClustersRequest)(nil),   // 21: fleetcast.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),  // 22: fleetcast.v1.ListClustersResponse
-	(*Cluster)(nil),               // 23: fleetcast.v1.Cluster
-	(*Publisher)(nil),             // 24: fleetcast.v1.Publisher
-	(*FleetTotals)(nil),           // 25: fleetcast.v1.FleetTotals
-	(*LabelValuesRequest)(nil),    // 26: fleetcast.v1.LabelValuesRequest
-	(*LabelValuesResponse)(nil),   // 27: fleetcast.v1.LabelValuesResponse
-	(*LabelValue)(nil),            // 28: fleetcast.v1.LabelValue
-	nil,                           // 29: fleetcast.v1.FleetInformation.CountersEntry
-	nil,                           // 30: fleetcast.v1.FleetInformation.ListsEntry
-	nil,                           // 31: fleetcast.v1.FleetInformation.AnnotationsEntry
-	nil,                           // 32: fleetcast.v1.FleetTotals.CountersEntry
-	nil,                           // 33: fleetcast.v1.FleetTotals.ListsEntry
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(*GetFleetRequest)(nil),       // 21: fleetcast.v1.GetFleetRequest
+	(*GetFleetResponse)(nil),      // 22: fleetcast.v1.GetFleetResponse
+	(*GetClusterRequest)(nil),     // 23: fleetcast.v1.GetClusterRequest
+	(*GetClusterResponse)(nil),    // 24: fleetcast.v1.GetClusterResponse
+	(*ListClustersRequest)(nil),   // 25: fleetcast.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),  // 26: fleetcast.v1.ListClustersResponse
+	(*Cluster)(nil),               // 27: fleetcast.v1.Cluster
+	(*Publisher)(nil),             // 28: fleetcast.v1.Publisher
+	(*FleetTotals)(nil),           // 29: fleetcast.v1.FleetTotals
+	(*LabelValuesRequest)(nil),    // 30: fleetcast.v1.LabelValuesRequest
+	(*LabelValuesResponse)(nil),   // 31: fleetcast.v1.LabelValuesResponse
+	(*LabelValue)(nil),            // 32: fleetcast.v1.LabelValue
+	nil,                           // 33: fleetcast.v1.FleetInformation.CountersEntry
+	nil,                           // 34: fleetcast.v1.FleetInformation.ListsEntry
+	nil,                           // 35: fleetcast.v1.FleetInformation.AnnotationsEntry
+	nil,                           // 36: fleetcast.v1.FleetTotals.CountersEntry
+	nil,                           // 37: fleetcast.v1.FleetTotals.ListsEntry
+	(*timestamppb.Timestamp)(nil), // 38: google.protobuf.Timestamp
 }
 var file_fleetcast_v1_information_proto_depIdxs = []int32{
 	2,  // 0: fleetcast.v1.InformRequest.filter:type_name -> fleetcast.v1.FleetFilter
@@ -2417,16 +2627,16 @@ var file_fleetcast_v1_information_proto_depIdxs = []int32{
 	6,  // 2: fleetcast.v1.InformResponse.fleet_information:type_name -> fleetcast.v1.FleetInformation
 	5,  // 3: fleetcast.v1.FleetInformation.labels:type_name -> fleetcast.v1.Label
 	11, // 4: fleetcast.v1.FleetInformation.players:type_name -> fleetcast.v1.Capacity
-	29, // 5: fleetcast.v1.FleetInformation.counters:type_name -> fleetcast.v1.FleetInformation.CountersEntry
-	30, // 6: fleetcast.v1.FleetInformation.lists:type_name -> fleetcast.v1.FleetInformation.ListsEntry
-	34, // 7: fleetcast.v1.FleetInformation.observed_time:type_name -> google.protobuf.Timestamp
+	33, // 5: fleetcast.v1.FleetInformation.counters:type_name -> fleetcast.v1.FleetInformation.CountersEntry
+	34, // 6: fleetcast.v1.FleetInformation.lists:type_name -> fleetcast.v1.FleetInformation.ListsEntry
+	38, // 7: fleetcast.v1.FleetInformation.observed_time:type_name -> google.protobuf.Timestamp
 	13, // 8: fleetcast.v1.FleetInformation.version:type_name -> fleetcast.v1.Version
-	31, // 9: fleetcast.v1.FleetInformation.annotations:type_name -> fleetcast.v1.FleetInformation.AnnotationsEntry
+	35, // 9: fleetcast.v1.FleetInformation.annotations:type_name -> fleetcast.v1.FleetInformation.AnnotationsEntry
 	7,  // 10: fleetcast.v1.FleetInformation.rollout:type_name -> fleetcast.v1.Rollout
 	9,  // 11: fleetcast.v1.FleetInformation.autoscalers:type_name -> fleetcast.v1.Autoscaler
 	8,  // 12: fleetcast.v1.Rollout.sets:type_name -> fleetcast.v1.GameServerSet
 	10, // 13: fleetcast.v1.Autoscaler.policy:type_name -> fleetcast.v1.AutoscalerPolicy
-	34, // 14: fleetcast.v1.Autoscaler.last_scale_time:type_name -> google.protobuf.Timestamp
+	38, // 14: fleetcast.v1.Autoscaler.last_scale_time:type_name -> google.protobuf.Timestamp
 	2,  // 15: fleetcast.v1.WatchFleetsRequest.filter:type_name -> fleetcast.v1.FleetFilter
 	16, // 16: fleetcast.v1.WatchFleetsResponse.fleet:type_name -> fleetcast.v1.FleetChange
 	17, // 17: fleetcast.v1.WatchFleetsResponse.cluster:type_name -> fleetcast.v1.ClusterChange
@@ -2435,34 +2645,40 @@ var file_fleetcast_v1_information_proto_depIdxs = []int32{
 	19, // 20: fleetcast.v1.WatchFleetsResponse.restart:type_name -> fleetcast.v1.Restart
 	1,  // 21: fleetcast.v1.FleetChange.type:type_name -> fleetcast.v1.ChangeType
 	6,  // 22: fleetcast.v1.FleetChange.fleet:type_name -> fleetcast.v1.FleetInformation
-	23, // 23: fleetcast.v1.ClusterChange.cluster:type_name -> fleetcast.v1.Cluster
-	34, // 24: fleetcast.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	23, // 25: fleetcast.v1.ListClustersResponse.clusters:type_name -> fleetcast.v1.Cluster
-	5,  // 26: fleetcast.v1.Cluster.labels:type_name -> fleetcast.v1.Label
-	24, // 27: fleetcast.v1.Cluster.publisher:type_name -> fleetcast.v1.Publisher
-	34, // 28: fleetcast.v1.Cluster.heartbeat_time:type_name -> google.protobuf.Timestamp
-	25, // 29: fleetcast.v1.Cluster.totals:type_name -> fleetcast.v1.FleetTotals
-	11, // 30: fleetcast.v1.FleetTotals.players:type_name -> fleetcast.v1.Capacity
-	32, // 31: fleetcast.v1.FleetTotals.counters:type_name -> fleetcast.v1.FleetTotals.CountersEntry
-	33, // 32: fleetcast.v1.FleetTotals.lists:type_name -> fleetcast.v1.FleetTotals.ListsEntry
-	28, // 33: fleetcast.v1.LabelValuesResponse.values:type_name -> fleetcast.v1.LabelValue
-	12, // 34: fleetcast.v1.FleetInformation.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
-	12, // 35: fleetcast.v1.FleetInformation.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
-	12, // 36: fleetcast.v1.FleetTotals.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
-	12, // 37: fleetcast.v1.FleetTotals.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
-	3,  // 38: fleetcast.v1.InformationService.Inform:input_type -> fleetcast.v1.InformRequest
-	14, // 39: fleetcast.v1.InformationService.WatchFleets:input_type -> fleetcast.v1.WatchFleetsRequest
-	21, // 40: fleetcast.v1.InformationService.ListClusters:input_type -> fleetcast.v1.ListClustersRequest
-	26, // 41: fleetcast.v1.InformationService.LabelValues:input_type -> fleetcast.v1.LabelValuesRequest
-	4,  // 42: fleetcast.v1.InformationService.Inform:output_type -> fleetcast.v1.InformResponse
-	15, // 43: fleetcast.v1.InformationService.WatchFleets:output_type -> fleetcast.v1.WatchFleetsResponse
-	22, // 44: fleetcast.v1.InformationService.ListClusters:output_type -> fleetcast.v1.ListClustersResponse
-	27, // 45: fleetcast.v1.InformationService.LabelValues:output_type -> fleetcast.v1.LabelValuesResponse
-	42, // [42:46] is the sub-list for method output_type
-	38, // [38:42] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	27, // 23: fleetcast.v1.ClusterChange.cluster:type_name -> fleetcast.v1.Cluster
+	38, // 24: fleetcast.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	6,  // 25: fleetcast.v1.GetFleetResponse.fleet_information:type_name -> fleetcast.v1.FleetInformation
+	27, // 26: fleetcast.v1.GetClusterResponse.cluster:type_name -> fleetcast.v1.Cluster
+	27, // 27: fleetcast.v1.ListClustersResponse.clusters:type_name -> fleetcast.v1.Cluster
+	5,  // 28: fleetcast.v1.Cluster.labels:type_name -> fleetcast.v1.Label
+	28, // 29: fleetcast.v1.Cluster.publisher:type_name -> fleetcast.v1.Publisher
+	38, // 30: fleetcast.v1.Cluster.heartbeat_time:type_name -> google.protobuf.Timestamp
+	29, // 31: fleetcast.v1.Cluster.totals:type_name -> fleetcast.v1.FleetTotals
+	11, // 32: fleetcast.v1.FleetTotals.players:type_name -> fleetcast.v1.Capacity
+	36, // 33: fleetcast.v1.FleetTotals.counters:type_name -> fleetcast.v1.FleetTotals.CountersEntry
+	37, // 34: fleetcast.v1.FleetTotals.lists:type_name -> fleetcast.v1.FleetTotals.ListsEntry
+	32, // 35: fleetcast.v1.LabelValuesResponse.values:type_name -> fleetcast.v1.LabelValue
+	12, // 36: fleetcast.v1.FleetInformation.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
+	12, // 37: fleetcast.v1.FleetInformation.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
+	12, // 38: fleetcast.v1.FleetTotals.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
+	12, // 39: fleetcast.v1.FleetTotals.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
+	3,  // 40: fleetcast.v1.InformationService.Inform:input_type -> fleetcast.v1.InformRequest
+	14, // 41: fleetcast.v1.InformationService.WatchFleets:input_type -> fleetcast.v1.WatchFleetsRequest
+	21, // 42: fleetcast.v1.InformationService.GetFleet:input_type -> fleetcast.v1.GetFleetRequest
+	25, // 43: fleetcast.v1.InformationService.ListClusters:input_type -> fleetcast.v1.ListClustersRequest
+	23, // 44: fleetcast.v1.InformationService.GetCluster:input_type -> fleetcast.v1.GetClusterRequest
+	30, // 45: fleetcast.v1.InformationService.LabelValues:input_type -> fleetcast.v1.LabelValuesRequest
+	4,  // 46: fleetcast.v1.InformationService.Inform:output_type -> fleetcast.v1.InformResponse
+	15, // 47: fleetcast.v1.InformationService.WatchFleets:output_type -> fleetcast.v1.WatchFleetsResponse
+	22, // 48: fleetcast.v1.InformationService.GetFleet:output_type -> fleetcast.v1.GetFleetResponse
+	26, // 49: fleetcast.v1.InformationService.ListClusters:output_type -> fleetcast.v1.ListClustersResponse
+	24, // 50: fleetcast.v1.InformationService.GetCluster:output_type -> fleetcast.v1.GetClusterResponse
+	31, // 51: fleetcast.v1.InformationService.LabelValues:output_type -> fleetcast.v1.LabelValuesResponse
+	46, // [46:52] is the sub-list for method output_type
+	40, // [40:46] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_fleetcast_v1_information_proto_init() }
@@ -2484,7 +2700,7 @@ func file_fleetcast_v1_information_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetcast_v1_information_proto_rawDesc), len(file_fleetcast_v1_information_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,9 +39,15 @@ const (
 	// InformationServiceWatchFleetsProcedure is the fully-qualified name of the InformationService's
 	// WatchFleets RPC.
 	InformationServiceWatchFleetsProcedure = "/fleetcast.v1.InformationService/WatchFleets"
+	// InformationServiceGetFleetProcedure is the fully-qualified name of the InformationService's
+	// GetFleet RPC.
+	InformationServiceGetFleetProcedure = "/fleetcast.v1.InformationService/GetFleet"
 	// InformationServiceListClustersProcedure is the fully-qualified name of the InformationService's
 	// ListClusters RPC.
 	InformationServiceListClustersProcedure = "/fleetcast.v1.InformationService/ListClusters"
+	// InformationServiceGetClusterProcedure is the fully-qualified name of the InformationService's
+	// GetCluster RPC.
+	InformationServiceGetClusterProcedure = "/fleetcast.v1.InformationService/GetCluster"
 	// InformationServiceLabelValuesProcedure is the fully-qualified name of the InformationService's
 	// LabelValues RPC.
 	InformationServiceLabelValuesProcedure = "/fleetcast.v1.InformationService/LabelValues"
@@ -56,8 +62,14 @@ type InformationServiceClient interface {
 	// the client goes away. A client that reconnects with the resume token of
 	// the last message it handled receives what it missed.
 	WatchFleets(context.Context, *connect.Request[v1.WatchFleetsRequest]) (*connect.ServerStreamForClient[v1.WatchFleetsResponse], error)
+	// GetFleet answers one live fleet, as GET /v1/fleets/{cluster}/{namespace}/{name}:
+	// NOT_FOUND when there is none (or it was deleted).
+	GetFleet(context.Context, *connect.Request[v1.GetFleetRequest]) (*connect.Response[v1.GetFleetResponse], error)
 	// ListClusters answers every cluster, by name.
 	ListClusters(context.Context, *connect.Request[v1.ListClustersRequest]) (*connect.Response[v1.ListClustersResponse], error)
+	// GetCluster answers one cluster, as GET /v1/clusters/{cluster}: NOT_FOUND
+	// when no cluster of that name has reported.
+	GetCluster(context.Context, *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error)
 	// LabelValues sums the live fleets carrying a label, by value: which game
 	// versions are deployed where.
 	LabelValues(context.Context, *connect.Request[v1.LabelValuesRequest]) (*connect.Response[v1.LabelValuesResponse], error)
@@ -87,10 +99,24 @@ func NewInformationServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(informationServiceMethods.ByName("WatchFleets")),
 			connect.WithClientOptions(opts...),
 		),
+		getFleet: connect.NewClient[v1.GetFleetRequest, v1.GetFleetResponse](
+			httpClient,
+			baseURL+InformationServiceGetFleetProcedure,
+			connect.WithSchema(informationServiceMethods.ByName("GetFleet")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		listClusters: connect.NewClient[v1.ListClustersRequest, v1.ListClustersResponse](
 			httpClient,
 			baseURL+InformationServiceListClustersProcedure,
 			connect.WithSchema(informationServiceMethods.ByName("ListClusters")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		getCluster: connect.NewClient[v1.GetClusterRequest, v1.GetClusterResponse](
+			httpClient,
+			baseURL+InformationServiceGetClusterProcedure,
+			connect.WithSchema(informationServiceMethods.ByName("GetCluster")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
@@ -108,7 +134,9 @@ func NewInformationServiceClient(httpClient connect.HTTPClient, baseURL string, 
 type informationServiceClient struct {
 	inform       *connect.Client[v1.InformRequest, v1.InformResponse]
 	watchFleets  *connect.Client[v1.WatchFleetsRequest, v1.WatchFleetsResponse]
+	getFleet     *connect.Client[v1.GetFleetRequest, v1.GetFleetResponse]
 	listClusters *connect.Client[v1.ListClustersRequest, v1.ListClustersResponse]
+	getCluster   *connect.Client[v1.GetClusterRequest, v1.GetClusterResponse]
 	labelValues  *connect.Client[v1.LabelValuesRequest, v1.LabelValuesResponse]
 }
 
@@ -122,9 +150,19 @@ func (c *informationServiceClient) WatchFleets(ctx context.Context, req *connect
 	return c.watchFleets.CallServerStream(ctx, req)
 }
 
+// GetFleet calls fleetcast.v1.InformationService.GetFleet.
+func (c *informationServiceClient) GetFleet(ctx context.Context, req *connect.Request[v1.GetFleetRequest]) (*connect.Response[v1.GetFleetResponse], error) {
+	return c.getFleet.CallUnary(ctx, req)
+}
+
 // ListClusters calls fleetcast.v1.InformationService.ListClusters.
 func (c *informationServiceClient) ListClusters(ctx context.Context, req *connect.Request[v1.ListClustersRequest]) (*connect.Response[v1.ListClustersResponse], error) {
 	return c.listClusters.CallUnary(ctx, req)
+}
+
+// GetCluster calls fleetcast.v1.InformationService.GetCluster.
+func (c *informationServiceClient) GetCluster(ctx context.Context, req *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error) {
+	return c.getCluster.CallUnary(ctx, req)
 }
 
 // LabelValues calls fleetcast.v1.InformationService.LabelValues.
@@ -141,8 +179,14 @@ type InformationServiceHandler interface {
 	// the client goes away. A client that reconnects with the resume token of
 	// the last message it handled receives what it missed.
 	WatchFleets(context.Context, *connect.Request[v1.WatchFleetsRequest], *connect.ServerStream[v1.WatchFleetsResponse]) error
+	// GetFleet answers one live fleet, as GET /v1/fleets/{cluster}/{namespace}/{name}:
+	// NOT_FOUND when there is none (or it was deleted).
+	GetFleet(context.Context, *connect.Request[v1.GetFleetRequest]) (*connect.Response[v1.GetFleetResponse], error)
 	// ListClusters answers every cluster, by name.
 	ListClusters(context.Context, *connect.Request[v1.ListClustersRequest]) (*connect.Response[v1.ListClustersResponse], error)
+	// GetCluster answers one cluster, as GET /v1/clusters/{cluster}: NOT_FOUND
+	// when no cluster of that name has reported.
+	GetCluster(context.Context, *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error)
 	// LabelValues sums the live fleets carrying a label, by value: which game
 	// versions are deployed where.
 	LabelValues(context.Context, *connect.Request[v1.LabelValuesRequest]) (*connect.Response[v1.LabelValuesResponse], error)
@@ -168,10 +212,24 @@ func NewInformationServiceHandler(svc InformationServiceHandler, opts ...connect
 		connect.WithSchema(informationServiceMethods.ByName("WatchFleets")),
 		connect.WithHandlerOptions(opts...),
 	)
+	informationServiceGetFleetHandler := connect.NewUnaryHandler(
+		InformationServiceGetFleetProcedure,
+		svc.GetFleet,
+		connect.WithSchema(informationServiceMethods.ByName("GetFleet")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	informationServiceListClustersHandler := connect.NewUnaryHandler(
 		InformationServiceListClustersProcedure,
 		svc.ListClusters,
 		connect.WithSchema(informationServiceMethods.ByName("ListClusters")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	informationServiceGetClusterHandler := connect.NewUnaryHandler(
+		InformationServiceGetClusterProcedure,
+		svc.GetCluster,
+		connect.WithSchema(informationServiceMethods.ByName("GetCluster")),
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
@@ -188,8 +246,12 @@ func NewInformationServiceHandler(svc InformationServiceHandler, opts ...connect
 			informationServiceInformHandler.ServeHTTP(w, r)
 		case InformationServiceWatchFleetsProcedure:
 			informationServiceWatchFleetsHandler.ServeHTTP(w, r)
+		case InformationServiceGetFleetProcedure:
+			informationServiceGetFleetHandler.ServeHTTP(w, r)
 		case InformationServiceListClustersProcedure:
 			informationServiceListClustersHandler.ServeHTTP(w, r)
+		case InformationServiceGetClusterProcedure:
+			informationServiceGetClusterHandler.ServeHTTP(w, r)
 		case InformationServiceLabelValuesProcedure:
 			informationServiceLabelValuesHandler.ServeHTTP(w, r)
 		default:
@@ -209,8 +271,16 @@ func (UnimplementedInformationServiceHandler) WatchFleets(context.Context, *conn
 	return connect.NewError(connect.CodeUnimplemented, errors.New("fleetcast.v1.InformationService.WatchFleets is not implemented"))
 }
 
+func (UnimplementedInformationServiceHandler) GetFleet(context.Context, *connect.Request[v1.GetFleetRequest]) (*connect.Response[v1.GetFleetResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fleetcast.v1.InformationService.GetFleet is not implemented"))
+}
+
 func (UnimplementedInformationServiceHandler) ListClusters(context.Context, *connect.Request[v1.ListClustersRequest]) (*connect.Response[v1.ListClustersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fleetcast.v1.InformationService.ListClusters is not implemented"))
+}
+
+func (UnimplementedInformationServiceHandler) GetCluster(context.Context, *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fleetcast.v1.InformationService.GetCluster is not implemented"))
 }
 
 func (UnimplementedInformationServiceHandler) LabelValues(context.Context, *connect.Request[v1.LabelValuesRequest]) (*connect.Response[v1.LabelValuesResponse], error) {
