@@ -1,14 +1,3 @@
-// Package fleetclient is the Go client of fleetcast's query API (the
-// QueryFleets function's fleetcast.v1.InformationService, over Connect,
-// gRPC or gRPC-Web), answering with the read model's types (package
-// fleetapi), and the http.Client that authenticates to it with
-// Google-signed ID tokens.
-//
-// Authentication is the http.Client's business, as in connect-go: New takes
-// any client; NewHTTPClient makes one that sends an ID token for the
-// function's URL, as Cloud Functions IAM requires, from Application Default
-// Credentials or an impersonated service account, to that origin only and
-// never in the clear.
 package fleetclient
 
 import (
