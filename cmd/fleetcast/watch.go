@@ -126,8 +126,12 @@ func (c *watch) run(ctx context.Context, w, errOut io.Writer) error {
 // does, ADDED events.
 func (c *watch) initial(tbl *table, fleets []fleetapi.Fleet, keep func(fleetapi.Fleet) bool, show func(string, fleetapi.Fleet)) {
 	if c.out.format == "json" || c.out.format == "name" {
+		change := "-"
+		if c.out.format == "json" {
+			change = "ADDED" // kubectl's watch events start so
+		}
 		for _, f := range fleets {
-			show(map[bool]string{true: "ADDED", false: "-"}[c.out.format == "json"], f)
+			show(change, f)
 		}
 		return
 	}

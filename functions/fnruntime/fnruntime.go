@@ -76,9 +76,9 @@ func NewEnv(getenv func(string) string) *Env { return &Env{getenv: getenv} }
 // Err is every error found, joined; nil when all parsed.
 func (e *Env) Err() error { return errors.Join(e.errs...) }
 
-// read calls parse with the variable's value unless it is unset or empty,
+// Func calls parse with the variable's value unless it is unset or empty,
 // recording its error as the variable's.
-func (e *Env) read(name string, parse func(v string) error) {
+func (e *Env) Func(name string, parse func(v string) error) {
 	if v := e.getenv(name); v != "" {
 		if err := parse(v); err != nil {
 			e.errs = append(e.errs, fmt.Errorf("%s=%q: %w", name, v, err))
@@ -86,19 +86,16 @@ func (e *Env) read(name string, parse func(v string) error) {
 	}
 }
 
-// Func sets what parse makes of the variable name when it is set.
-func (e *Env) Func(name string, parse func(v string) error) { e.read(name, parse) }
-
 // String is the variable name, def when unset.
 func (e *Env) String(p *string, name, def string) {
 	*p = def
-	e.read(name, func(v string) error { *p = v; return nil })
+	e.Func(name, func(v string) error { *p = v; return nil })
 }
 
 // Duration is a positive duration, def when unset.
 func (e *Env) Duration(p *time.Duration, name string, def time.Duration) {
 	*p = def
-	e.read(name, func(v string) error {
+	e.Func(name, func(v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			return fmt.Errorf("want a positive duration such as %v", def)
@@ -111,7 +108,7 @@ func (e *Env) Duration(p *time.Duration, name string, def time.Duration) {
 // Int is a whole number of at least least, def when unset.
 func (e *Env) Int(p *int, name string, def, least int) {
 	*p = def
-	e.read(name, func(v string) error {
+	e.Func(name, func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < least {
 			return fmt.Errorf("want a whole number of at least %d, such as %d", least, def)
@@ -125,7 +122,7 @@ func (e *Env) Int(p *int, name string, def, least int) {
 // such as 160Mi — def when unset.
 func (e *Env) Bytes(p *int, name string, def int) {
 	*p = def
-	e.read(name, func(v string) error {
+	e.Func(name, func(v string) error {
 		q, err := resource.ParseQuantity(v)
 		n, ok := q.AsInt64()
 		if err != nil || !ok || n <= 0 || n > math.MaxInt32*64 {
@@ -139,7 +136,7 @@ func (e *Env) Bytes(p *int, name string, def int) {
 // Level is a log level (logging.ParseLevel), INFO when unset.
 func (e *Env) Level(p *slog.Level, name string) {
 	*p = slog.LevelInfo
-	e.read(name, func(v string) (err error) {
+	e.Func(name, func(v string) (err error) {
 		*p, err = logging.ParseLevel(v)
 		return err
 	})
