@@ -44,7 +44,7 @@ func (c *getClusters) run(ctx context.Context, args []string, w io.Writer) error
 			if ok, err := printObject(w, c.out, cl); ok {
 				return err
 			}
-			return printClusters(w, c.out, []fleetapi.Cluster{cl})
+			return printClusters(w, c.out, c.g.now(), []fleetapi.Cluster{cl})
 		}
 		list, err := api.ListClusters(ctx)
 		if err != nil {
@@ -53,13 +53,14 @@ func (c *getClusters) run(ctx context.Context, args []string, w io.Writer) error
 		if ok, err := printObject(w, c.out, map[string]any{"items": nonNilSlice(list.Items)}); ok {
 			return err
 		}
-		return printClusters(w, c.out, list.Items)
+		return printClusters(w, c.out, c.g.now(), list.Items)
 	})
 }
 
-// printClusters prints clusters as names or a table; -o wide adds the
-// publisher's version, the game servers they run and their capacity.
-func printClusters(w io.Writer, out output, clusters []fleetapi.Cluster) error {
+// printClusters prints clusters as names or a table, HEARTBEAT the age of
+// the last heartbeat as of now; -o wide adds the publisher's version, the
+// game servers they run and their capacity.
+func printClusters(w io.Writer, out output, now time.Time, clusters []fleetapi.Cluster) error {
 	if out.format == "name" {
 		for _, c := range clusters {
 			fmt.Fprintf(w, "cluster/%s\n", c.Cluster)
@@ -80,7 +81,7 @@ func printClusters(w io.Writer, out output, clusters []fleetapi.Cluster) error {
 			ls = append(ls, k+"="+c.Labels[k])
 		}
 		row := []string{c.Cluster, fmt.Sprint(c.FleetCount), fmt.Sprint(c.Totals.ReadyReplicas), fmt.Sprint(c.Totals.AllocatedReplicas),
-			c.HeartbeatAt.UTC().Format(time.RFC3339), fmt.Sprint(c.Stale), c.Publisher.ID, orNone(strings.Join(ls, ","))}
+			age(now, c.HeartbeatAt), fmt.Sprint(c.Stale), c.Publisher.ID, orNone(strings.Join(ls, ","))}
 		if out.wide() {
 			var counters []string
 			for _, k := range slices.Sorted(maps.Keys(c.Totals.Counters)) {

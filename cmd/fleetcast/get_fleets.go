@@ -90,7 +90,7 @@ func (c *getFleets) all(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			return flagError(err)
 		}
-		return printFleets(w, c.out, fleets)
+		return printFleets(w, c.out, c.g.now(), fleets)
 	})
 }
 
@@ -107,7 +107,7 @@ func (c *getFleets) one(ctx context.Context, arg string, w io.Writer) error {
 		if ok, err := printObject(w, c.out, f); ok {
 			return err
 		}
-		return printFleets(w, c.out, []fleetapi.Fleet{f})
+		return printFleets(w, c.out, c.g.now(), []fleetapi.Fleet{f})
 	})
 }
 
@@ -136,7 +136,8 @@ func (c *getFleets) params() url.Values {
 	return v
 }
 
-func printFleets(w io.Writer, out output, fleets []fleetapi.Fleet) error {
+// printFleets prints fleets as out says; a table's ages are as of now.
+func printFleets(w io.Writer, out output, now time.Time, fleets []fleetapi.Fleet) error {
 	if ok, err := printObject(w, out, map[string]any{"items": nonNilSlice(fleets)}); ok {
 		return err
 	}
@@ -151,23 +152,27 @@ func printFleets(w io.Writer, out output, fleets []fleetapi.Fleet) error {
 		rows = append(rows, fleetHeader(out.wide()))
 	}
 	for _, f := range fleets {
-		rows = append(rows, fleetRow(f, out.wide()))
+		rows = append(rows, fleetRow(f, now, out.wide()))
 	}
 	(&table{w: w}).rows(rows)
 	return nil
 }
 
 func fleetHeader(wide bool) []string {
-	header := []string{"CLUSTER", "NAMESPACE", "NAME", "READY", "ALLOCATED", "REPLICAS", "LAG", "STALE"}
+	header := []string{"CLUSTER", "NAMESPACE", "NAME", "READY", "ALLOCATED", "REPLICAS", "LAG", "STALE", "UPDATED"}
 	if wide {
 		header = append(header, "ROLLOUT", "COUNTERS", "LABELS", "DEGRADED")
 	}
 	return header
 }
 
-func fleetRow(f fleetapi.Fleet, wide bool) []string {
+// fleetRow is a fleet's row. UPDATED is how long ago its publisher
+// observed the state it holds: the fleet has not changed since (a cluster's
+// heartbeat says the publisher still runs).
+func fleetRow(f fleetapi.Fleet, now time.Time, wide bool) []string {
 	row := []string{f.Cluster, f.Namespace, f.Name, fmt.Sprint(f.ReadyReplicas), fmt.Sprint(f.AllocatedReplicas),
-		fmt.Sprintf("%d/%d", f.CurrentReplicas, f.Replicas), (time.Duration(f.LagMillis) * time.Millisecond).String(), fmt.Sprint(f.Stale)}
+		fmt.Sprintf("%d/%d", f.CurrentReplicas, f.Replicas), (time.Duration(f.LagMillis) * time.Millisecond).String(), fmt.Sprint(f.Stale),
+		age(now, f.ObservedAt)}
 	if wide {
 		var counters []string
 		for _, k := range slices.Sorted(maps.Keys(f.Counters)) {

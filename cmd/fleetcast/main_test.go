@@ -35,10 +35,14 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 // world fills a fresh project: clusters pc (fresh) and old (stale), four
 // fleets, one deleted; every fleet ingested 250 ms after it was observed.
+// It fixes the CLI's clock 42 s after pc's observations, so that tables'
+// ages are known: pc's heartbeat and fleets are 42s old, old's 60m.
 func world(tb testing.TB) (project string, store *firestoredb.Store) {
 	tb.Helper()
 	project = emulator.ProjectID(tb)
 	base := time.Now().Truncate(time.Millisecond)
+	clock = func() time.Time { return base.Add(42 * time.Second) }
+	tb.Cleanup(func() { clock = time.Now })
 	store = firestoredb.New(emulator.Firestore(tb, project), time.Hour, func() time.Time { return base.Add(250 * time.Millisecond) })
 	seq := int64(0)
 	apply := func(ev fleet.Event) {
@@ -348,7 +352,7 @@ func TestWatchPrintsTheTableThenEachChange(t *testing.T) {
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 			require.Len(t, lines, 3, out.String())
 			assert.True(t, strings.HasPrefix(lines[0], "CHANGE "))
-			assert.Regexp(t, `^-\s+pc\s+games\s+casual\s+2\s+8\s+10/10\s+250ms\s+false$`, lines[1])
+			assert.Regexp(t, `^-\s+pc\s+games\s+casual\s+2\s+8\s+10/10\s+250ms\s+false\s+42s$`, lines[1])
 			assert.Regexp(t, `^DELETED\s+pc\s+games\s+casual\s`, lines[2])
 			// Every column of the change starts where the header's does.
 			for _, at := range regexp.MustCompile(`\S+`).FindAllStringIndex(lines[0], -1) {

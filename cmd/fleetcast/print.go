@@ -6,11 +6,13 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/yaml"
@@ -235,6 +237,16 @@ func (t *table) rows(rows [][]string) {
 	for _, r := range rows {
 		t.row(r...)
 	}
+}
+
+// age is how long before now t was, as kubectl prints AGE: 42s, 5m10s,
+// 3h, 12d; <unknown> for no time, <invalid> for a time ahead of now by
+// more than a second (a skewed clock).
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t))
 }
 
 func orNone(s string) string {

@@ -25,7 +25,11 @@ type global struct {
 	staleAfter             time.Duration
 	requestTimeout         time.Duration
 	getenv                 func(string) string
+	now                    func() time.Time // tables' ages are as of now()
 }
+
+// clock is the CLI's clock; tests fix it, so that their ages are known.
+var clock = time.Now
 
 // run runs the command line args and returns its error (nil after
 // --help).
@@ -36,7 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // runWith is run, and returns the global flags it parsed, for the message.
 func runWith(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (*global, error) {
-	g := &global{getenv: getenv}
+	g := &global{getenv: getenv, now: clock}
 	root := newRoot(ctx, g, stdout, stderr)
 	root.SetArgs(args)
 	_, err := root.ExecuteC()

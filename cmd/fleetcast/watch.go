@@ -78,7 +78,7 @@ func (c *watch) run(ctx context.Context, w, errOut io.Writer) error {
 		case "name":
 			tbl.row(change, fmt.Sprintf("fleet/%s/%s/%s", f.Cluster, f.Namespace, f.Name))
 		default:
-			tbl.row(append([]string{change}, fleetRow(f, c.out.wide())...)...)
+			tbl.row(append([]string{change}, fleetRow(f, c.g.now(), c.out.wide())...)...)
 		}
 	}
 	// Held until the initial table is out: changes wait for it.
@@ -141,7 +141,7 @@ func (c *watch) initial(tbl *table, fleets []fleetapi.Fleet, keep func(fleetapi.
 	}
 	for _, f := range fleets {
 		if keep(f) {
-			rows = append(rows, append([]string{"-"}, fleetRow(f, c.out.wide())...))
+			rows = append(rows, append([]string{"-"}, fleetRow(f, c.g.now(), c.out.wide())...))
 		}
 	}
 	tbl.rows(rows)
