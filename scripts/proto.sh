@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The InformationService API's protobuf tooling: builds buf from the pinned
-# module in tools/protobuf, and protoc-gen-go and protoc-gen-connect-go from
+# The InformationService API's protobuf tooling: builds buf and
+# protoc-gen-go-grpc from the pinned module in tools/protobuf, and
+# protoc-gen-go and protoc-gen-connect-go from
 # the versions fleetcast's go.mod links (so generated code and runtime
 # agree), into the user cache directory keyed by version (once per machine).
 #
@@ -20,18 +21,19 @@ version_of() { # module, go.mod
 }
 
 bindir() {
-  printf '%s\n' "$cache/protobuf-buf-$(version_of github.com/bufbuild/buf "$root/tools/protobuf/go.mod")-go-$(version_of google.golang.org/protobuf "$root/go.mod")-connect-$(version_of connectrpc.com/connect "$root/go.mod")"
+  printf '%s\n' "$cache/protobuf-buf-$(version_of github.com/bufbuild/buf "$root/tools/protobuf/go.mod")-go-$(version_of google.golang.org/protobuf "$root/go.mod")-connect-$(version_of connectrpc.com/connect "$root/go.mod")-grpc-$(version_of google.golang.org/grpc/cmd/protoc-gen-go-grpc "$root/tools/protobuf/go.mod")"
 }
 
 build() {
   local dir tmp start
   dir=$(bindir)
-  if [[ ! -x $dir/buf || ! -x $dir/protoc-gen-go || ! -x $dir/protoc-gen-connect-go ]]; then
-    log "building buf, protoc-gen-go and protoc-gen-connect-go into $dir (once per machine: ~3 min on 2 cores)"
+  if [[ ! -x $dir/buf || ! -x $dir/protoc-gen-go || ! -x $dir/protoc-gen-connect-go || ! -x $dir/protoc-gen-go-grpc ]]; then
+    log "building buf, protoc-gen-go, protoc-gen-connect-go and protoc-gen-go-grpc into $dir (once per machine: ~3 min on 2 cores)"
     start=$SECONDS
     mkdir -p "$dir"
     tmp=$(mktemp -d "$dir/build.XXXXXX")
     (cd "$root/tools/protobuf" && go build -trimpath -o "$tmp/buf" github.com/bufbuild/buf/cmd/buf)
+    (cd "$root/tools/protobuf" && go build -trimpath -o "$tmp/protoc-gen-go-grpc" google.golang.org/grpc/cmd/protoc-gen-go-grpc)
     (cd "$root" && go build -trimpath -o "$tmp/protoc-gen-go" google.golang.org/protobuf/cmd/protoc-gen-go)
     (cd "$root" && go build -trimpath -o "$tmp/protoc-gen-connect-go" connectrpc.com/connect/cmd/protoc-gen-connect-go)
     mv "$tmp"/* "$dir/" && rmdir "$tmp"

@@ -2,7 +2,10 @@ module github.com/fleetcast/fleetcast/tools/protobuf
 
 go 1.26.8
 
-require github.com/bufbuild/buf v1.75.0
+require (
+	github.com/bufbuild/buf v1.75.0
+	google.golang.org/grpc/cmd/protoc-gen-go-grpc v1.6.2
+)
 
 require (
 	buf.build/gen/go/bufbuild/bufplugin/protocolbuffers/go v1.36.12-20261002170247-538130002972.2 // indirect
