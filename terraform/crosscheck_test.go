@@ -66,11 +66,12 @@ func literal(tb testing.TB, e hclsyntax.Expression) string {
 	return v.AsString()
 }
 
-// registeredFunctions reads the names each function package registers in
-// its init (functions.CloudEvent / functions.HTTP).
+// registeredFunctions reads the names the root package registers in its
+// init (functions.CloudEvent / functions.HTTP), the package the buildpack
+// builds.
 func registeredFunctions(tb testing.TB) []string {
 	tb.Helper()
-	files, err := filepath.Glob("../functions/*/register.go")
+	files, err := filepath.Glob("../*.go")
 	require.NoError(tb, err)
 	var names []string
 	for _, path := range files {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
-	// The functions register themselves in init.
-	_ "github.com/fleetcast/fleetcast/functions/ingest"
-	_ "github.com/fleetcast/fleetcast/functions/query"
+	// The module's root package registers the functions in its init, as
+	// the buildpack's main imports it.
+	_ "github.com/fleetcast/fleetcast"
 
 	"github.com/fleetcast/fleetcast/internal/cli"
 )

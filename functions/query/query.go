@@ -9,42 +9,37 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"connectrpc.com/connect"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetapi/fleetrpc"
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/functions/query/dashboard"
-	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
 // Handler serves the query API.
 type Handler struct {
-	svc *fleetapi.Service
-	log *slog.Logger
-	mux *http.ServeMux
+	svc     *fleetapi.Service
+	log     *slog.Logger
+	mux     *http.ServeMux
+	streams *fleetrpc.Streams
 	// writeTimeout bounds each write of a stream.
 	writeTimeout time.Duration
-	// stalled counts the streams dropped because their client stopped
-	// reading.
-	stalled atomic.Int64
 }
 
 // DefaultStreamWriteTimeout bounds how long one message of a stream may
 // take to write: a client that reads nothing for that long is dropped (it
 // resumes with its last resume token), and holds nothing meanwhile.
-const DefaultStreamWriteTimeout = 10 * time.Second
+const DefaultStreamWriteTimeout = fleetrpc.DefaultStreamWriteTimeout
 
 // HandlerOption configures a Handler.
 type HandlerOption func(*Handler)
@@ -64,16 +59,16 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 	for _, o := range opts {
 		o(h)
 	}
+	h.streams = fleetrpc.NewStreams(log, h.writeTimeout)
 	h.mux.HandleFunc("/v1/fleets", h.get(listFleets))
 	h.mux.HandleFunc("/v1/fleets/{cluster}/{namespace}/{name}", h.get(getFleet))
 	h.mux.HandleFunc("/v1/clusters", h.get(listClusters))
 	h.mux.HandleFunc("/v1/clusters/{cluster}", h.get(getCluster))
 	h.mux.HandleFunc("/v1/labels/{key...}", h.get(labelValues))
 	h.mux.HandleFunc("/v1/watch", h.watch)
-	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC, each
-	// request message bounded after decompression.
-	h.mux.Handle(fleetcastv1connect.NewInformationServiceHandler(&information{svc: svc, log: log, h: h},
-		connect.WithReadMaxBytes(MaxRequestBytes)))
+	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC; its
+	// streams and the server-sent events share one edge.
+	h.mux.Handle(fleetrpc.NewHandler(svc, log, fleetrpc.WithStreams(h.streams)))
 	// The dashboard: the page at the root, its assets under /ui/; any
 	// other path is the API's 404.
 	h.mux.Handle("/", dashboard.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -83,45 +78,17 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 }
 
 // MaxRequestBytes bounds what a reader may send: a request's body as it
-// arrives, and an InformationService request message once decompressed
-// (a gzip of 64 KiB may inflate to 64 MiB). A filter is a few hundred
-// bytes; past the bound, Connect and gRPC answer resource_exhausted and
-// plain HTTP 413, before anything larger is held.
-const MaxRequestBytes = 64 << 10
+// arrives, and an InformationService request message once decompressed.
+// Past it, Connect and gRPC answer resource_exhausted and plain HTTP 413,
+// before anything larger is held.
+const MaxRequestBytes = fleetrpc.MaxRequestBytes
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 	}
-	// A stream sets a deadline before each write (writeDeadline).
-	r = r.WithContext(context.WithValue(r.Context(), responseKey{}, http.NewResponseController(w)))
-	h.mux.ServeHTTP(w, r)
-}
-
-type responseKey struct{}
-
-// beforeWrite returns what a stream calls before each write: it gives the
-// write writeTimeout to complete, so that a client that stopped reading
-// fails the write instead of holding the stream open.
-func (h *Handler) beforeWrite(ctx context.Context) func() {
-	rc, _ := ctx.Value(responseKey{}).(*http.ResponseController)
-	return func() {
-		if rc != nil {
-			_ = rc.SetWriteDeadline(time.Now().Add(h.writeTimeout))
-		}
-	}
-}
-
-// stalledClient reports whether a stream's error is a write that missed
-// its deadline, and logs it: the client stopped reading, and the stream
-// is dropped (the client resumes). Not a fault.
-func (h *Handler) stalledClient(ctx context.Context, path string, err error) bool {
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		return false
-	}
-	h.log.WarnContext(ctx, "stream dropped: its client read nothing for the stream write timeout; it may resume with its last resume token",
-		"path", path, "writeTimeoutSeconds", h.writeTimeout.Seconds(), "stalledStreamsTotal", h.stalled.Add(1))
-	return true
+	// A stream sets a deadline before each write (Streams.BeforeWrite).
+	h.mux.ServeHTTP(w, h.streams.Bind(w, r))
 }
 
 // An endpoint validates its request and returns the ETag key of its answer
@@ -271,45 +238,18 @@ var httpStatus = map[fleetapi.Code]int{
 // fail answers an error. A fault's cause goes to the log, not to the
 // caller; a caller that went away is no fault.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	e := logFault(r.Context(), h.log, r.URL.Path, err)
+	e := fleetrpc.LogFault(r.Context(), h.log, r.URL.Path, err)
 	msg := e.Message
 	if e.Param != "" {
 		msg = e.Error()
 	}
 	if e.Code == fleetapi.Internal {
-		msg = "the query failed; see the function's logs"
+		msg = "the query failed; see the server's logs"
 	}
 	if e.Code == fleetapi.ResourceExhausted || e.Code == fleetapi.Unavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	h.failStatus(w, r, httpStatus[e.Code], string(e.Code), e.Param, msg)
-}
-
-// logFault returns err as the read model's error (Internal when it is
-// not one) and logs it when it is a fault: the store unavailable
-// (WARNING; not when the caller went away) or anything else a retry will
-// not fix (ERROR). What the caller did wrong is not logged.
-func logFault(ctx context.Context, log *slog.Logger, path string, err error) *fleetapi.Error {
-	e, ok := errors.AsType[*fleetapi.Error](err)
-	if !ok {
-		e = &fleetapi.Error{Code: fleetapi.Internal, Message: "the query failed; see the function's logs", Err: err}
-	}
-	switch {
-	case e.Code == fleetapi.Unavailable && ctx.Err() == nil:
-		log.WarnContext(ctx, "query failed: the store is unavailable", "path", path, logging.KeyError, errText(e))
-	case e.Code == fleetapi.ResourceExhausted:
-		log.WarnContext(ctx, "stream refused: the instance serves its most streams (MAX_STREAMS)", "path", path)
-	case e.Code == fleetapi.Internal:
-		log.ErrorContext(ctx, "query failed", "path", path, logging.KeyError, errText(e))
-	}
-	return e
-}
-
-func errText(e *fleetapi.Error) string {
-	if e.Err != nil {
-		return e.Err.Error()
-	}
-	return e.Message
 }
 
 func (h *Handler) failStatus(w http.ResponseWriter, r *http.Request, status int, code, param, msg string) {
@@ -388,21 +328,29 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return c, e.Err()
 }
 
-// defaultHandler serves the registered function: one Firestore client and
-// one view per instance, created on the first request.
-var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*Handler, error) {
-	cfg, err := ConfigFromEnv(os.Getenv)
+// New builds the query API as a deployment runs it: configured by the
+// environment (ConfigFromEnv), over Firestore (fnruntime.Firestore), with
+// its logs written to logs as Cloud Logging reads them. The function
+// builds one on its first request; cmd/fleetcast-query at its start.
+func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Handler, error) {
+	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
-		return nil, fmt.Errorf("configure QueryFleets: %w", err)
+		return nil, fmt.Errorf("configure the query API: %w", err)
 	}
-	client, err := fnruntime.Firestore(ctx, os.Getenv)
+	client, err := fnruntime.Firestore(ctx, getenv)
 	if err != nil {
 		return nil, err
 	}
-	log := logging.New(os.Stdout, cfg.LogLevel)
+	log := logging.New(logs, cfg.LogLevel)
 	cfg.View.Log = log
 	svc := fleetapi.NewService(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now), cfg.View)
 	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout)), nil
+}
+
+// defaultHandler serves the registered function: one Firestore client and
+// one view per instance, created on the first request.
+var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*Handler, error) {
+	return New(ctx, os.Getenv, os.Stdout)
 }}
 
 // QueryFleets is the Cloud Function's entry point.

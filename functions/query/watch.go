@@ -1,13 +1,13 @@
 package query
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetapi/fleetrpc"
 )
 
 // watch serves GET /v1/watch: the events of fleetapi.Service.Watch as
@@ -30,10 +30,10 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		token = id
 	}
-	ctx, stop := streamContext(r.Context())
+	ctx, stop := fleetrpc.StreamContext(r.Context())
 	defer stop()
 	rc := http.NewResponseController(w)
-	deadline := h.beforeWrite(ctx)
+	deadline := h.streams.BeforeWrite(ctx)
 	started := false
 	err = h.svc.Watch(ctx, q, token, func(e fleetapi.Event) error {
 		deadline()
@@ -51,17 +51,17 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 		return rc.Flush()
 	})
 	switch {
-	case err != nil && h.stalledClient(ctx, r.URL.Path, err):
+	case err != nil && h.streams.Stalled(ctx, r.URL.Path, err):
 	case err != nil && ctx.Err() != nil:
 		// The client went away while an event was written.
 	case err != nil && !started:
 		h.fail(w, r, err)
 	case err != nil:
-		e := logFault(ctx, h.log, r.URL.Path, err)
+		e := fleetrpc.LogFault(ctx, h.log, r.URL.Path, err)
 		_ = writeEvent(w, "", "error", map[string]any{"code": httpStatus[e.Code], "status": e.Code, "message": e.Message})
-	case context.Cause(ctx) == errStreamDeadline:
+	case fleetrpc.EndedByServer(ctx) != nil:
 		_ = writeEvent(w, "", "error", map[string]any{"code": http.StatusServiceUnavailable, "status": fleetapi.Unavailable,
-			"message": errStreamDeadline.Error()})
+			"message": fleetrpc.EndedByServer(ctx).Error()})
 	}
 }
 

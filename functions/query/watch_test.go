@@ -167,7 +167,7 @@ func TestStreamsEndBeforeTheTimeout(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	assert.Contains(t, string(body), "event: synced\n")
-	assert.True(t, strings.HasSuffix(string(body), "event: error\ndata: {\"code\":503,\"message\":\"the stream reached the function's timeout; resume with the last resume token\",\"status\":\"UNAVAILABLE\"}\n\n"), body)
+	assert.True(t, strings.HasSuffix(string(body), "event: error\ndata: {\"code\":503,\"message\":\"the stream reached the server's request timeout; resume with the last resume token\",\"status\":\"UNAVAILABLE\"}\n\n"), body)
 }
 
 // TestWatchFleetsOverPlainHTTP: any language can follow WatchFleets with

@@ -1,11 +1,10 @@
-package query
+package fleetrpc
 
 import (
 	"context"
 	"errors"
 	"log/slog"
 	"strconv"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -17,13 +16,11 @@ import (
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 )
 
-// information serves fleetcast.v1.InformationService (schemas/fleetcast/v1)
-// with connect-go: the Connect protocol, gRPC-Web and gRPC, from the same
-// view as the /v1 HTTP API. Its answers are that API's, in protobuf.
+// information implements InformationService over the read model.
 type information struct {
-	svc *fleetapi.Service
-	log *slog.Logger
-	h   *Handler // its edge: stream write deadlines
+	svc     *fleetapi.Service
+	log     *slog.Logger
+	streams *Streams
 }
 
 var _ fleetcastv1connect.InformationServiceHandler = (*information)(nil)
@@ -64,11 +61,11 @@ func informQuery(req *fleetcastv1.InformRequest) (fleetapi.Query, error) {
 // fail maps the read model's errors to Connect codes, logging faults as
 // /v1 does; a bad parameter is named by its field.
 func (s *information) fail(ctx context.Context, procedure string, err error) error {
-	e := logFault(ctx, s.log, procedure, err)
+	e := LogFault(ctx, s.log, procedure, err)
 	code, ok := connectCode[e.Code]
 	switch {
 	case !ok || e.Code == fleetapi.Internal:
-		return connect.NewError(connect.CodeInternal, errors.New("the query failed; see the function's logs"))
+		return connect.NewError(connect.CodeInternal, errors.New(internalMessage))
 	case e.Code == fleetapi.InvalidArgument:
 		field := fieldOf[e.Param]
 		if field == "" {
@@ -121,8 +118,8 @@ func (s *information) Inform(ctx context.Context, req *connect.Request[fleetcast
 }
 
 // WatchFleets streams the matching fleets, then their changes, as
-// /v1/watch. A stream ends with UNAVAILABLE shortly before the function's
-// timeout, which clients answer by resuming.
+// /v1/watch. A stream ends with UNAVAILABLE shortly before its request's
+// deadline, which clients answer by resuming.
 func (s *information) WatchFleets(ctx context.Context, req *connect.Request[fleetcastv1.WatchFleetsRequest], stream *connect.ServerStream[fleetcastv1.WatchFleetsResponse]) error {
 	v := fleetpb.FilterValues(req.Msg.GetFilter())
 	if t := req.Msg.GetResumeToken(); t != "" {
@@ -132,41 +129,24 @@ func (s *information) WatchFleets(ctx context.Context, req *connect.Request[flee
 	if err != nil {
 		return s.fail(ctx, req.Spec().Procedure, err)
 	}
-	ctx, stop := streamContext(ctx)
+	ctx, stop := StreamContext(ctx)
 	defer stop()
-	deadline := s.h.beforeWrite(ctx)
+	deadline := s.streams.BeforeWrite(ctx)
 	err = s.svc.Watch(ctx, q, token, func(e fleetapi.Event) error {
 		deadline()
 		return stream.Send(fleetpb.Event(e))
 	})
 	switch {
-	case err != nil && s.h.stalledClient(ctx, req.Spec().Procedure, err):
+	case err != nil && s.streams.Stalled(ctx, req.Spec().Procedure, err):
 		return nil // the connection is broken: nothing more can be written
 	case err != nil && ctx.Err() != nil:
 		return nil // the client went away while a message was sent
 	case err != nil:
 		return s.fail(ctx, req.Spec().Procedure, err)
-	case context.Cause(ctx) == errStreamDeadline:
-		return connect.NewError(connect.CodeUnavailable, errStreamDeadline)
+	case EndedByServer(ctx) != nil:
+		return connect.NewError(connect.CodeUnavailable, EndedByServer(ctx))
 	}
 	return nil
-}
-
-// errStreamDeadline ends a stream before the platform's request timeout
-// cuts it, so that the client learns why and resumes.
-var errStreamDeadline = errors.New("the stream reached the function's timeout; resume with the last resume token")
-
-// streamMargin is how long before the request's deadline a stream ends.
-const streamMargin = 2 * time.Second
-
-// streamContext ends streamMargin before ctx's deadline (the Functions
-// Framework's, from Cloud Run's timeout), with errStreamDeadline.
-func streamContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	d, ok := ctx.Deadline()
-	if !ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithDeadlineCause(ctx, d.Add(-streamMargin), errStreamDeadline)
 }
 
 // keyFields name a GetFleet or GetCluster request's fields for the

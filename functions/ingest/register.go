@@ -1,7 +1,0 @@
-package ingest
-
-import "github.com/GoogleCloudPlatform/functions-framework-go/functions"
-
-func init() {
-	functions.HTTP("IngestFleetEvents", IngestFleetEvents)
-}
