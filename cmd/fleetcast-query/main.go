@@ -1,0 +1,116 @@
+// Command fleetcast-query serves the query side as one process — the /v1
+// REST API, fleetcast.v1.InformationService over Connect, gRPC-Web and
+// native gRPC, the server-sent event and gRPC streams, and the dashboard —
+// the same handler as the QueryFleets function, configured by the same
+// environment (docs/operations.md). Unlike the Functions Framework, which
+// serves HTTP/1.1 only, it serves HTTP/1.1 and cleartext HTTP/2 (h2c) on
+// one port, so that a matchmaker's plain gRPC stubs can call it; on Cloud
+// Run, HTTP/2 end to end (the port named h2c) carries them.
+//
+// It listens on PORT (8080) of HOST (every interface), and on SIGTERM
+// ends its streams with UNAVAILABLE, which clients answer by resuming on
+// another instance, then stops within SHUTDOWN_GRACE (8s: Cloud Run
+// allows 10 s).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"time"
+
+	"github.com/fleetcast/fleetcast/fleetapi/fleetrpc"
+	"github.com/fleetcast/fleetcast/functions/fnruntime"
+	"github.com/fleetcast/fleetcast/functions/query"
+	"github.com/fleetcast/fleetcast/internal/cli"
+)
+
+// version is the software version, set at build time with
+// -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() { cli.Main("fleetcast-query", run) }
+
+const usage = `Usage of fleetcast-query: serves the query API (REST, Connect, gRPC-Web, gRPC, streams and the
+dashboard) over HTTP/1.1 and cleartext HTTP/2 on one port, configured by the environment:
+PORT (8080), HOST (every interface), SHUTDOWN_GRACE (8s), GOOGLE_CLOUD_PROJECT,
+FIRESTORE_DATABASE and the query function's variables (docs/operations.md). It takes no
+flags; "fleetcast-query version" prints its version.`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fleetcast-query", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, usage) }
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() == 1 && fs.Arg(0) == "version":
+		fmt.Fprintf(stdout, "fleetcast-query %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return nil
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected arguments %q: configure with the environment (fleetcast-query -h)", fs.Args())
+	}
+	var port string
+	var grace time.Duration
+	env := fnruntime.NewEnv(getenv)
+	env.String(&port, "PORT", "8080")
+	env.Duration(&grace, "SHUTDOWN_GRACE", 8*time.Second)
+	// Every bad variable at once: the program's and the query API's.
+	_, queryErr := query.ConfigFromEnv(getenv)
+	if err := errors.Join(env.Err(), queryErr); err != nil {
+		return err
+	}
+	h, err := query.New(ctx, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(getenv("HOST"), port))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	return serve(ctx, ln, h, grace, stderr)
+}
+
+// serve serves h on ln over HTTP/1.1 and h2c until ctx ends, then ends
+// the streams with fleetrpc.ErrShutdown and waits at most grace for the
+// requests in flight.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, stderr io.Writer) error {
+	base, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stop(nil)
+	srv := &http.Server{
+		Handler:           h,
+		Protocols:         new(http.Protocols),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	fmt.Fprintf(stderr, "fleetcast-query %s: serving on http://%s (HTTP/1.1 and h2c)\n", version, ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	fmt.Fprintf(stderr, "fleetcast-query: stopping: streams end for their clients to resume; waiting at most %v for requests in flight\n", grace)
+	stop(fleetrpc.ErrShutdown)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintf(stderr, "fleetcast-query: requests still in flight after %v: closing their connections\n", grace)
+		err = srv.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
