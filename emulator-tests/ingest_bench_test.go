@@ -25,7 +25,10 @@ var (
 // BenchmarkIngestFunction measures one instance of IngestFleetEvents, its
 // own process as in the cloud (LOG_LEVEL=INFO, the default), fed raw Pub/Sub
 // push requests over HTTP: sequentially, and with 8 requests in flight as
-// deployed (max_instance_request_concurrency = ingest_concurrency, 8).
+// deployed (max_instance_request_concurrency = ingest_concurrency, 8),
+// from two clusters: one cluster may hold at most half of an instance's
+// requests (MAX_CLUSTER_IN_FLIGHT, 4 as deployed), past which its events
+// are asked for again, so a full instance serves at least two.
 // "changed" events each carry a new version and state for one of 100
 // fleets; "duplicate" re-sends the events of the round before (a
 // redelivery). Writes per event come from the function's own log, and so
@@ -47,13 +50,18 @@ func BenchmarkIngestFunction(b *testing.B) {
 }
 
 func benchmarkIngest(b *testing.B, fn *function, inFlight int) {
-	cluster := "ingest-" + randomHex(b, 4)
+	// Each cluster's requests in flight stay within its share: worker w
+	// pushes cluster w mod len(clusters) only.
+	clusters := make([]string, (inFlight+ingest.DefaultMaxClusterInFlight-1)/ingest.DefaultMaxClusterInFlight)
+	for i := range clusters {
+		clusters[i] = "ingest-" + randomHex(b, 4)
+	}
 	seq := int64(0)
 	events := func() []fleet.Event {
 		out := make([]fleet.Event, *ingestEvents)
 		for i := range out {
 			seq++
-			out[i] = fleet.Event{SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindUpsert, Cluster: cluster,
+			out[i] = fleet.Event{SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindUpsert, Cluster: clusters[i%len(clusters)],
 				Version: fleet.Version{Term: 1, Seq: seq}, ObservedAt: fleet.MicrosOf(time.Now()), Publisher: fleet.Publisher{ID: "bench"},
 				Namespace: "games", Name: fmt.Sprintf("f%03d", i%100),
 				Fleet: fleet.State{UID: "u", Labels: map[string]string{"platform": "pc", "version": "1.42"},
@@ -74,19 +82,22 @@ func benchmarkIngest(b *testing.B, fn *function, inFlight int) {
 			data, err := fleet.EncodeEvent(ev)
 			require.NoError(b, err)
 			n++
-			ids[i] = fmt.Sprintf("%s-%d", cluster, n)
+			ids[i] = fmt.Sprintf("%s-%d", ev.Cluster, n)
 			bodies[i] = mustJSON(b, ingest.MessagePublishedData{
 				Message:      ingest.PubsubMessage{Data: data, MessageID: ids[i], PublishTime: time.Now().UTC()},
 				Subscription: "projects/" + project + "/subscriptions/bench",
 			})
 		}
 		start := time.Now()
-		next := make(chan int)
+		next := make([]chan int, len(clusters))
+		for c := range next {
+			next[c] = make(chan int)
+		}
 		var wg sync.WaitGroup
-		for range inFlight {
+		for w := range inFlight {
 			wg.Go(func() {
-				for i := range next {
-					resp, err := http.Post(pushURL(fn, cluster), "application/json", bytes.NewReader(bodies[i]))
+				for i := range next[w%len(clusters)] {
+					resp, err := http.Post(pushURL(fn, evs[i].Cluster), "application/json", bytes.NewReader(bodies[i]))
 					if err != nil {
 						b.Error(err)
 						continue
@@ -98,22 +109,29 @@ func benchmarkIngest(b *testing.B, fn *function, inFlight int) {
 				}
 			})
 		}
-		for i := range bodies {
-			next <- i
+		// Each cluster's events in order, the clusters side by side.
+		var feeders sync.WaitGroup
+		for c := range clusters {
+			feeders.Go(func() {
+				for i := c; i < len(bodies); i += len(clusters) {
+					next[c] <- i
+				}
+				close(next[c])
+			})
 		}
-		close(next)
+		feeders.Wait()
 		wg.Wait()
 		elapsed := time.Since(start)
 		logBytes := fn.logs.size() - logged // before the marker's line
 		seq++
-		marker := fleet.Event{SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindUpsert, Cluster: cluster,
+		marker := fleet.Event{SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindUpsert, Cluster: clusters[0],
 			Version: fleet.Version{Term: 1, Seq: seq}, ObservedAt: fleet.MicrosOf(time.Now()), Publisher: fleet.Publisher{ID: "bench"},
 			Namespace: "games", Name: "marker", Fleet: fleet.State{UID: "m", Status: fleet.Status{ReadyReplicas: seq}}}
 		data, err := fleet.EncodeEvent(marker)
 		require.NoError(b, err)
 		n++
-		markerID := fmt.Sprintf("%s-%d", cluster, n)
-		resp, err := http.Post(pushURL(fn, cluster), "application/json", bytes.NewReader(mustJSON(b, ingest.MessagePublishedData{
+		markerID := fmt.Sprintf("%s-%d", clusters[0], n)
+		resp, err := http.Post(pushURL(fn, clusters[0]), "application/json", bytes.NewReader(mustJSON(b, ingest.MessagePublishedData{
 			Message: ingest.PubsubMessage{Data: data, MessageID: markerID, PublishTime: time.Now().UTC()}})))
 		require.NoError(b, err)
 		resp.Body.Close()
