@@ -49,6 +49,17 @@ type AgentConfig struct {
 	// reset). A term's first publishes are spread over the interval, so
 	// refreshes come at an even rate, never in a burst of every fleet.
 	RefreshInterval time.Duration
+	// Local, if set, receives every state the informers show, whatever
+	// the term: the single-cluster mode's store (inform.Store), which
+	// every instance serves from. It is called with the Agent's lock
+	// held, and must not block or call back.
+	Local Local
+}
+
+// Local is what keeps the cluster's fleets as the informers show them.
+type Local interface {
+	Upsert(k fleet.Key, s fleet.State)
+	Delete(k fleet.Key)
 }
 
 // Agent turns the informer's view of the cluster's fleets into coalesced,
@@ -108,6 +119,9 @@ func (a *Agent) Upsert(k fleet.Key, s fleet.State) {
 		a.fleets[k] = e
 	}
 	e.current = s
+	if a.cfg.Local != nil {
+		a.cfg.Local.Upsert(k, s)
+	}
 	if a.term == 0 {
 		return
 	}
@@ -132,6 +146,9 @@ func (a *Agent) Delete(k fleet.Key) {
 	if e := a.fleets[k]; e != nil {
 		a.cancel(e)
 		delete(a.fleets, k)
+	}
+	if a.cfg.Local != nil {
+		a.cfg.Local.Delete(k)
 	}
 	if a.term == 0 {
 		return

@@ -38,6 +38,27 @@ type Config struct {
 	SnapshotPartBytes int           // largest snapshot part, in bytes of its event
 	LogLevel          slog.Level
 	PublisherVersion  string // the software version events carry
+
+	// Publish sends the cluster's fleets to Pub/Sub (Project, Topic, the
+	// Lease). False: the publisher only serves InformationService
+	// (GRPCAddr must be set), with no Pub/Sub, no Google credentials and
+	// no Lease.
+	Publish bool
+	// GRPCAddr is the address of fleetcast.v1.InformationService, served
+	// from this instance's informer cache by every instance, leader or
+	// standby (single-cluster mode); empty: not served.
+	GRPCAddr string
+	// TLSCertFile and TLSPrivateKeyFile are the server's certificate and
+	// key (PEM), required with GRPCAddr unless GRPCPlaintext; reloaded when
+	// they change.
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	// ClientCAFile makes client certificates required, and verified
+	// against its CAs (mutual TLS); reloaded when it changes.
+	ClientCAFile string
+	// GRPCPlaintext serves InformationService without TLS (h2c): anyone
+	// who reaches the port reads the cluster's fleets. Refused unless set.
+	GRPCPlaintext bool
 }
 
 // Version is the publisher's software version, set at build time with
@@ -69,6 +90,7 @@ func DefaultConfig() Config {
 		SnapshotPartBytes: fleet.DefaultSnapshotPartBytes,
 		LogLevel:          slog.LevelInfo,
 		PublisherVersion:  Version,
+		Publish:           true,
 	}
 }
 
@@ -116,9 +138,13 @@ func (c Config) Validate() error {
 	if err := fleet.ValidateLabels("labels", c.ClusterLabels); err != nil {
 		bad("ClusterLabels", "%w", err)
 	}
-	if c.Project == "" {
-		bad("Project", "is required")
+	if c.Publish && c.Project == "" {
+		bad("Project", "is required to publish")
 	}
+	if !c.Publish && c.GRPCAddr == "" {
+		bad("Publish", "false, without GRPCAddr: the publisher would neither publish nor serve")
+	}
+	c.validateInformationService(bad)
 	if _, err := labels.Parse(c.LabelSelector); err != nil {
 		bad("LabelSelector", "%w", err)
 	}
@@ -152,6 +178,29 @@ func (c Config) Validate() error {
 		bad("SnapshotPartBytes", "%d: must be positive", c.SnapshotPartBytes)
 	}
 	return errors.Join(errs...)
+}
+
+// validateInformationService reports what is wrong with the
+// InformationService settings: plaintext only when asked for, TLS files
+// only with an address, and both files of a certificate.
+func (c Config) validateInformationService(bad func(field, format string, args ...any)) {
+	switch {
+	case c.GRPCAddr == "":
+		for _, f := range []struct{ field, v string }{{"TLSCertFile", c.TLSCertFile}, {"TLSPrivateKeyFile", c.TLSPrivateKeyFile}, {"ClientCAFile", c.ClientCAFile}} {
+			if f.v != "" {
+				bad(f.field, "set without GRPCAddr, which serves with it")
+			}
+		}
+	case c.GRPCPlaintext && (c.TLSCertFile != "" || c.TLSPrivateKeyFile != "" || c.ClientCAFile != ""):
+		bad("GRPCPlaintext", "set with TLS files: serve either plaintext or TLS")
+	case !c.GRPCPlaintext:
+		if c.TLSCertFile == "" {
+			bad("TLSCertFile", "is required to serve GRPCAddr, unless GRPCPlaintext says to serve without TLS")
+		}
+		if c.TLSPrivateKeyFile == "" {
+			bad("TLSPrivateKeyFile", "is required to serve GRPCAddr, unless GRPCPlaintext says to serve without TLS")
+		}
+	}
 }
 
 // TopicID is the topic the publisher's transport publishes to: Topic, or

@@ -43,3 +43,31 @@ func fields(errs []*FieldError) []string {
 	}
 	return out
 }
+
+// TestInformationServiceSettings: plaintext only when asked for, TLS
+// files only with an address, and a publisher that does not publish must
+// serve (and then needs no project).
+func TestInformationServiceSettings(t *testing.T) {
+	base := DefaultConfig()
+	base.Cluster, base.Project, base.ID = "pc", "p", "pod"
+	for _, tt := range []struct {
+		what string
+		set  func(*Config)
+		want []string
+	}{
+		{"TLS", func(c *Config) { c.GRPCAddr, c.TLSCertFile, c.TLSPrivateKeyFile = ":8443", "c", "k" }, nil},
+		{"mutual TLS", func(c *Config) {
+			c.GRPCAddr, c.TLSCertFile, c.TLSPrivateKeyFile, c.ClientCAFile = ":8443", "c", "k", "ca"
+		}, nil},
+		{"plaintext asked for", func(c *Config) { c.GRPCAddr, c.GRPCPlaintext = ":8443", true }, nil},
+		{"plaintext not asked for", func(c *Config) { c.GRPCAddr = ":8443" }, []string{"TLSCertFile", "TLSPrivateKeyFile"}},
+		{"plaintext and TLS", func(c *Config) { c.GRPCAddr, c.GRPCPlaintext, c.TLSCertFile = ":8443", true, "c" }, []string{"GRPCPlaintext"}},
+		{"TLS files, no address", func(c *Config) { c.TLSCertFile, c.ClientCAFile = "c", "ca" }, []string{"TLSCertFile", "ClientCAFile"}},
+		{"serving only, no project", func(c *Config) { c.Publish, c.Project, c.GRPCAddr, c.GRPCPlaintext = false, "", ":8443", true }, nil},
+		{"neither publishing nor serving", func(c *Config) { c.Publish, c.Project = false, "" }, []string{"Publish"}},
+	} {
+		c := base
+		tt.set(&c)
+		assert.ElementsMatch(t, tt.want, fields(FieldErrors(c.Validate())), tt.what)
+	}
+}

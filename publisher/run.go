@@ -28,14 +28,17 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/logging"
+	"github.com/fleetcast/fleetcast/publisher/inform"
 )
 
 // Deps are what a Publisher needs from outside.
 type Deps struct {
 	// Kube reaches the cluster's API server.
 	Kube *rest.Config
-	// Transport delivers events (pubsubtopic.Transport in production).
+	// Transport delivers events (pubsubtopic.Transport in production);
+	// none when Config.Publish is false.
 	Transport Transport
 	// Log receives the publisher's logs.
 	Log *slog.Logger
@@ -72,6 +75,11 @@ type Publisher struct {
 	sources atomic.Pointer[[]*source]
 	// leadMu orders a term's start against its stop.
 	leadMu sync.Mutex
+	// store and certs serve InformationService (Config.GRPCAddr): the
+	// fleets as the informers show them, and the TLS files (nil:
+	// plaintext).
+	store *inform.Store
+	certs *inform.Certs
 }
 
 // New builds a publisher from cfg and deps without starting anything.
@@ -104,6 +112,19 @@ func New(cfg Config, deps Deps) (*Publisher, error) {
 	if p.metrics, err = NewMetrics(p.registry, p.pendingFleets); err != nil {
 		return nil, err
 	}
+	if cfg.Publish && deps.Transport == nil {
+		return nil, errors.New("publisher: Deps.Transport is required to publish")
+	}
+	var local Local
+	if cfg.GRPCAddr != "" {
+		p.store = inform.NewStore(cfg.Cluster, fleet.Publisher{ID: cfg.ID, Version: cfg.PublisherVersion}, cfg.ClusterLabels, p.clock.Now)
+		local = p.store
+		if !cfg.GRPCPlaintext {
+			if p.certs, err = inform.NewCerts(cfg.TLSCertFile, cfg.TLSPrivateKeyFile, cfg.ClientCAFile, p.clock.Now, p.log); err != nil {
+				return nil, err
+			}
+		}
+	}
 	p.sender = NewSender(SenderConfig{}, deps.Transport, p.clock, p.metrics, p.log)
 	p.agent = NewAgent(AgentConfig{
 		Cluster:           cfg.Cluster,
@@ -112,6 +133,7 @@ func New(cfg Config, deps Deps) (*Publisher, error) {
 		ClusterLabels:     cfg.ClusterLabels,
 		SnapshotPartBytes: cfg.SnapshotPartBytes,
 		RefreshInterval:   cfg.RefreshInterval,
+		Local:             local,
 	}, p.clock, p.sender, p.metrics, p.log)
 	// A version whose event Pub/Sub refused is never vouched for in a
 	// snapshot.
@@ -143,6 +165,13 @@ func (p *Publisher) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopOps()
+	// Listening first fails the start on a bad address; serving waits for
+	// the informers, so that no answer is partial.
+	info, err := p.listenInformation()
+	if err != nil {
+		return err
+	}
+	defer info.Shutdown(context.WithoutCancel(ctx))
 	stopInformers, j, err := startInformers(ctx, p.cfg, p.dyn, p.agent, p.metrics, p.clock, p.log)
 	if err != nil {
 		return err
@@ -156,13 +185,21 @@ func (p *Publisher) Run(ctx context.Context) error {
 		p.ready(p.agent, p.sender)
 	}
 
+	served := p.serveInformation(sendCtx, info, &wg)
+
 	// Publishing lasts until the shutdown has flushed, not until ctx ends.
 	pubCtx, stopPublishing := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPublishing()
-	if err := p.startPublishing(pubCtx, &wg); err != nil {
+	if p.cfg.Publish {
+		if err := p.startPublishing(pubCtx, &wg); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-served:
 		return err
 	}
-	<-ctx.Done()
 	p.log.Info("shutting down: publishing what is pending", "grace", p.cfg.ShutdownGrace.String())
 	p.agent.Flush()
 	graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownGrace)
@@ -172,6 +209,42 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 	stopPublishing() // releases the Lease
 	return nil
+}
+
+// listenInformation listens for InformationService when Config.GRPCAddr
+// asks for it; nil (whose Shutdown does nothing) otherwise.
+func (p *Publisher) listenInformation() (*inform.Server, error) {
+	if p.store == nil {
+		return nil, nil
+	}
+	return inform.Listen(p.cfg.GRPCAddr, p.store, p.certs, fleetapi.Options{StaleAfter: 3 * p.cfg.SnapshotInterval}, p.log)
+}
+
+// serveInformation serves InformationService, if info is set, with its
+// heartbeats until ctx ends; the channel says why serving stopped.
+func (p *Publisher) serveInformation(ctx context.Context, info *inform.Server, wg *sync.WaitGroup) <-chan error {
+	served := make(chan error, 1)
+	if info != nil {
+		wg.Go(func() { p.heartbeats(ctx) })
+		go func() { served <- info.Serve() }()
+	}
+	return served
+}
+
+// heartbeats keeps the InformationService's cluster fresh: a heartbeat
+// now, and one every snapshot interval, until ctx ends.
+func (p *Publisher) heartbeats(ctx context.Context) {
+	p.store.Heartbeat()
+	t := p.clock.NewTicker(p.cfg.SnapshotInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			p.store.Heartbeat()
+		}
+	}
 }
 
 // startPublishing starts leading: through the Lease's election, or at once

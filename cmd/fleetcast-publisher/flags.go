@@ -64,6 +64,12 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		cfg.LogLevel, err = logging.ParseLevel(s)
 		return err
 	})
+	f.boolean(&cfg.Publish, "publish", "Publish", "publish the fleets to Pub/Sub; false: only serve InformationService (--grpc-addr), with no Pub/Sub, Google credentials or Lease")
+	f.str(&cfg.GRPCAddr, "grpc-addr", "GRPCAddr", "address of fleetcast.v1.InformationService (gRPC, Connect, gRPC-Web) for this cluster, e.g. :8443; empty: off")
+	f.str(&cfg.TLSCertFile, "tls-cert-file", "TLSCertFile", "the server's certificate (PEM) for --grpc-addr; reloaded when it changes")
+	f.str(&cfg.TLSPrivateKeyFile, "tls-private-key-file", "TLSPrivateKeyFile", "the server's private key (PEM) for --grpc-addr; reloaded when it changes")
+	f.str(&cfg.ClientCAFile, "client-ca-file", "ClientCAFile", "CA certificates (PEM): clients of --grpc-addr must present a certificate they signed (mutual TLS); reloaded when it changes")
+	f.boolean(&cfg.GRPCPlaintext, "grpc-plaintext", "GRPCPlaintext", "serve --grpc-addr without TLS (h2c): anyone who reaches the port reads the cluster's fleets")
 	fs.BoolVar(&printConfig, "print-config", false, "print the configuration the flags and the environment make, as JSON, and exit without starting")
 	if err := fs.Parse(args); err != nil {
 		return cfg, false, err

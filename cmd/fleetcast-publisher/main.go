@@ -50,16 +50,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	kube.UserAgent = "fleetcast-publisher/" + publisher.Version
 
-	client, err := pubsub.NewClient(ctx, cfg.Project, pubsubtopic.ClientOptions()...)
-	if err != nil {
-		return fmt.Errorf("pubsub client: %w", err)
+	var transport publisher.Transport
+	if cfg.Publish {
+		client, err := pubsub.NewClient(ctx, cfg.Project, pubsubtopic.ClientOptions()...)
+		if err != nil {
+			return fmt.Errorf("pubsub client: %w", err)
+		}
+		defer client.Close()
+		t := pubsubtopic.NewTransport(client, cfg.Topic)
+		defer t.Stop()
+		transport = t
 	}
-	defer client.Close()
-	transport := pubsubtopic.NewTransport(client, cfg.Topic)
-	defer transport.Stop()
 
 	log.Info("fleetcast publisher starting", "cluster", cfg.Cluster, "id", cfg.ID, "version", publisher.Version,
-		"project", cfg.Project, "topic", cfg.Topic, "leaderElect", cfg.LeaderElect)
+		"publish", cfg.Publish, "project", cfg.Project, "topic", cfg.Topic, "leaderElect", cfg.LeaderElect, "grpcAddr", cfg.GRPCAddr)
 	pub, err := publisher.New(cfg, publisher.Deps{Kube: kube, Transport: transport, Log: log})
 	if err != nil {
 		return err

@@ -3,7 +3,8 @@
 // (emulator), Agones objects and in-process publishers on them (kubetest),
 // headless Chromium (browsertest), watch streams read as one kind of event
 // (watchtest), child processes (proc), a buffer shared with goroutines
-// (syncbuf) and an in-memory store of fleet documents (fleetapitest).
+// (syncbuf), an in-memory store of fleet documents (fleetapitest) and
+// certificate authorities for TLS and mutual TLS (tlstest).
 //
 // make demo runs on the same control plane, emulators and processes, so a
 // harness a program links never imports testing: it takes the test's

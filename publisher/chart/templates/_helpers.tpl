@@ -57,17 +57,30 @@ app.kubernetes.io/part-of: fleetcast
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" (.Values.cluster | toString)) -}}
 {{- fail (printf "cluster %q: required, a DNS-1123 label (lower case letters, digits and '-', at most 63)" (.Values.cluster | toString)) -}}
 {{- end -}}
-{{- if not .Values.project -}}
-{{- fail "project: required, the Google Cloud project of the topic" -}}
+{{- if and .Values.publish (not .Values.project) -}}
+{{- fail "project: required to publish, the Google Cloud project of the topic (or publish: false, with informationService.enabled, to only serve this cluster's InformationService)" -}}
+{{- end -}}
+{{- $is := .Values.informationService -}}
+{{- if and (not .Values.publish) (not $is.enabled) -}}
+{{- fail "publish: false without informationService.enabled: the publisher would neither publish nor serve" -}}
+{{- end -}}
+{{- if and $is.enabled (not $is.plaintext) (not (has $is.tls.source (list "generated" "secret" "certManager"))) -}}
+{{- fail (printf "informationService.tls.source %q: want generated, secret or certManager" $is.tls.source) -}}
+{{- end -}}
+{{- if and $is.enabled (not $is.plaintext) (eq $is.tls.source "secret") (not $is.tls.secretName) -}}
+{{- fail "informationService.tls.secretName: required with tls.source secret, a Secret holding tls.crt, tls.key and ca.crt (the CA of the clients' certificates)" -}}
+{{- end -}}
+{{- if and $is.enabled (not $is.plaintext) (eq $is.tls.source "certManager") (not $is.tls.certManager.issuerRef.name) -}}
+{{- fail "informationService.tls.certManager.issuerRef.name: required with tls.source certManager, the Issuer or ClusterIssuer of the server's certificate" -}}
 {{- end -}}
 {{- $id := .Values.identity -}}
 {{- if not (has $id.type (list "gke" "workloadIdentityFederation" "none")) -}}
 {{- fail (printf "identity.type %q: want gke, workloadIdentityFederation or none" $id.type) -}}
 {{- end -}}
-{{- if and (ne $id.type "none") (not (regexMatch "^[^@]+@[^@]+\\.iam\\.gserviceaccount\\.com$" ($id.serviceAccount | toString))) -}}
+{{- if and (ne (include "fleetcast-publisher.identity" .) "none") (not (regexMatch "^[^@]+@[^@]+\\.iam\\.gserviceaccount\\.com$" ($id.serviceAccount | toString))) -}}
 {{- fail (printf "identity.serviceAccount %q: required with identity.type %s, the Google service account's email (NAME@PROJECT.iam.gserviceaccount.com)" ($id.serviceAccount | toString) $id.type) -}}
 {{- end -}}
-{{- if and (eq $id.type "workloadIdentityFederation") (not (regexMatch "^//iam\\.googleapis\\.com/projects/[0-9]+/locations/global/workloadIdentityPools/[a-z0-9-]+/providers/[a-z0-9-]+$" ($id.workloadIdentityFederation.provider | toString))) -}}
+{{- if and (eq (include "fleetcast-publisher.identity" .) "workloadIdentityFederation") (not (regexMatch "^//iam\\.googleapis\\.com/projects/[0-9]+/locations/global/workloadIdentityPools/[a-z0-9-]+/providers/[a-z0-9-]+$" ($id.workloadIdentityFederation.provider | toString))) -}}
 {{- fail (printf "identity.workloadIdentityFederation.provider %q: want //iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/POOL/providers/PROVIDER (Terraform's publisher_chart_values output)" ($id.workloadIdentityFederation.provider | toString)) -}}
 {{- end -}}
 {{- if and $id.namespace (ne $id.namespace .Release.Namespace) -}}
@@ -76,9 +89,30 @@ app.kubernetes.io/part-of: fleetcast
 {{- if not (regexMatch "^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$" (include "fleetcast-publisher.serviceAccountName" .)) -}}
 {{- fail (printf "serviceAccount.name %q: a Kubernetes name (DNS-1123 subdomain)" .Values.serviceAccount.name) -}}
 {{- end -}}
-{{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicas) 1) -}}
+{{- if and .Values.publish (not .Values.leaderElection.enabled) (gt (int .Values.replicas) 1) -}}
 {{- fail (printf "replicas %d with leaderElection.enabled false: every replica would publish; enable leader election or run one" (int .Values.replicas)) -}}
 {{- end -}}
+{{- end }}
+
+{{/* The Secret of InformationService's server certificate: the given one
+(tls.source secret), or the chart's (generated, certManager). */}}
+{{- define "fleetcast-publisher.informationSecret" -}}
+{{- if eq .Values.informationService.tls.source "secret" -}}
+{{- .Values.informationService.tls.secretName -}}
+{{- else -}}
+{{- include "fleetcast-publisher.name" . }}-information-tls
+{{- end -}}
+{{- end }}
+
+{{/* How the publisher gets Google credentials: identity.type, or none
+when it does not publish (it calls no Google API). */}}
+{{- define "fleetcast-publisher.identity" -}}
+{{- if .Values.publish -}}{{ .Values.identity.type }}{{- else -}}none{{- end -}}
+{{- end }}
+
+{{/* Where InformationService's TLS files are mounted. */}}
+{{- define "fleetcast-publisher.informationDir" -}}
+/etc/fleetcast/information-tls
 {{- end }}
 
 {{/* Where the Workload Identity Federation files are mounted. */}}
