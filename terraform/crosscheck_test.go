@@ -219,6 +219,16 @@ func TestEnvironmentVariablesAreTheOnesTheCodeReads(t *testing.T) {
 		slices.Sort(env)
 		assert.Equal(t, want[entry], env, "google_cloudfunctions2_function.%s sets exactly what %s reads", name, entry)
 	}
+	// The query service (cmd/fleetcast-query) reads the function's
+	// variables; PORT is Cloud Run's, from the container port.
+	svc := resources(body, "google_cloud_run_v2_service")["query"]
+	require.NotNil(t, svc)
+	dyn := block(block(block(svc, "template"), "containers"), "dynamic")
+	require.Equal(t, "env", dyn.Labels[0])
+	env := objectKeys(t, body, dyn.Body.Attributes["for_each"].Expr)
+	slices.Sort(env)
+	assert.Equal(t, want["QueryFleets"], env, "google_cloud_run_v2_service.query sets exactly what QueryFleets reads")
+	assert.NotContains(t, env, "PORT", "Cloud Run sets PORT and refuses it among the variables")
 }
 
 func TestTheTopicValidatesAgainstTheCodesSchema(t *testing.T) {
@@ -339,7 +349,14 @@ func TestTheAPIDocumentNamesWhatTerraformDeploys(t *testing.T) {
 			url = string(bytes.TrimSpace(b.Body.Attributes["value"].Expr.Range().SliceBytes(mustRead(t, filepath.Join(moduleDir, "outputs.tf")))))
 		}
 	}
-	assert.Equal(t, "google_cloudfunctions2_function.query.service_config[0].uri", url, "query_url is the Cloud Run URL")
+	assert.Equal(t, "local.query_url", url, "query_url is the query side's URL")
+	svc := resources(moduleBody(t), "google_cloud_run_v2_service")["query"]
+	require.NotNil(t, svc)
+	svcName, diags := svc.Body.Attributes["name"].Expr.Value(&hcl.EvalContext{Variables: map[string]cty.Value{
+		"var": cty.ObjectVal(map[string]cty.Value{"name_prefix": cty.StringVal(prefix)}),
+	}})
+	require.False(t, diags.HasErrors(), diags.Error())
+	assert.Equal(t, name.AsString(), svcName.AsString(), "the function and the service have one name, the document's")
 
 	require.Equal(t, []map[string][]string{{"googleIdToken": {}}}, doc.Security)
 	assert.Equal(t, "http", doc.Components.SecuritySchemes["googleIdToken"].Type)

@@ -33,9 +33,21 @@ var servicesNeeded = map[string][]string{
 		"cloudfunctions.googleapis.com", "cloudbuild.googleapis.com",
 		"artifactregistry.googleapis.com", "run.googleapis.com",
 	},
-	"google_cloud_run_v2_service_iam_member":     {"run.googleapis.com"},
-	"google_iam_workload_identity_pool":          {"iam.googleapis.com"},
-	"google_iam_workload_identity_pool_provider": {"iam.googleapis.com"},
+	"google_cloud_run_v2_service_iam_member":           {"run.googleapis.com"},
+	"google_cloud_run_v2_service":                      {"run.googleapis.com"},
+	"google_certificate_manager_trust_config":          {"certificatemanager.googleapis.com"},
+	"google_certificate_manager_certificate":           {"certificatemanager.googleapis.com"},
+	"google_certificate_manager_certificate_map":       {"certificatemanager.googleapis.com"},
+	"google_certificate_manager_certificate_map_entry": {"certificatemanager.googleapis.com"},
+	"google_network_security_server_tls_policy":        {"networksecurity.googleapis.com"},
+	"google_compute_region_network_endpoint_group":     {"compute.googleapis.com"},
+	"google_compute_backend_service":                   {"compute.googleapis.com"},
+	"google_compute_url_map":                           {"compute.googleapis.com"},
+	"google_compute_target_https_proxy":                {"compute.googleapis.com"},
+	"google_compute_global_address":                    {"compute.googleapis.com"},
+	"google_compute_global_forwarding_rule":            {"compute.googleapis.com"},
+	"google_iam_workload_identity_pool":                {"iam.googleapis.com"},
+	"google_iam_workload_identity_pool_provider":       {"iam.googleapis.com"},
 }
 
 // servicesAtRunTime are APIs the deployed pipeline calls, not Terraform:
@@ -196,15 +208,25 @@ func enabledServices(tb testing.TB, body *hclsyntax.Body) []string {
 			continue
 		}
 		if a, ok := b.Body.Attributes["services"]; ok {
-			v, diags := a.Expr.Value(nil)
-			require.False(tb, diags.HasErrors(), diags.Error())
-			var out []string
-			for _, s := range v.AsValueSlice() {
-				out = append(out, s.AsString())
+			out := literalList(tb, a.Expr)
+			// The load balancer's, enabled with it.
+			if m, ok := b.Body.Attributes["mtls_services"]; ok {
+				out = append(out, literalList(tb, m.Expr)...)
 			}
 			return out
 		}
 	}
 	tb.Fatal("local.services not found")
 	return nil
+}
+
+func literalList(tb testing.TB, e hclsyntax.Expression) []string {
+	tb.Helper()
+	v, diags := e.Value(nil)
+	require.False(tb, diags.HasErrors(), diags.Error())
+	var out []string
+	for _, s := range v.AsValueSlice() {
+		out = append(out, s.AsString())
+	}
+	return out
 }

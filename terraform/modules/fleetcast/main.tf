@@ -14,6 +14,13 @@ locals {
     "run.googleapis.com",
     "storage.googleapis.com",
   ]
+  # The mutual TLS load balancer's APIs, enabled only with it: a project
+  # that does not use them keeps them off.
+  mtls_services = [
+    "certificatemanager.googleapis.com",
+    "compute.googleapis.com",
+    "networksecurity.googleapis.com",
+  ]
   project_number = coalesce(var.project_number, one(data.google_project.this[*].number))
   pubsub_agent   = "serviceAccount:service-${local.project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
   # Both functions read these (functions/fnruntime); the cross-check test
@@ -23,6 +30,26 @@ locals {
     FIRESTORE_DATABASE   = var.firestore_database
     LOG_LEVEL            = var.log_level
   }
+  # The query side's settings, the function's or the service's alike
+  # (cmd/fleetcast-query reads the function's environment).
+  query_env = merge(local.firestore_env, {
+    STALE_AFTER          = var.stale_after
+    MAX_STALENESS        = var.query_max_staleness
+    CLUSTER_REFRESH      = var.query_cluster_refresh
+    COMMIT_LAG           = var.query_commit_lag
+    WATCH_POLL           = var.query_watch_poll
+    HEARTBEAT            = var.query_heartbeat
+    MAX_STREAMS          = min(var.query_max_streams, var.query_concurrency)
+    STREAM_WRITE_TIMEOUT = var.query_stream_write_timeout
+    VIEW_MAX_BYTES       = var.query_max_view_bytes
+    FEED_MAX_BYTES       = var.query_feed_max_bytes
+  })
+  # The Cloud Run service that answers queries: the function's, or the
+  # query service's (query_mode).
+  query_service = var.query_mode == "function" ? google_cloudfunctions2_function.query[0].service_config[0].service : google_cloud_run_v2_service.query[0].name
+  mtls          = var.query_mode == "service" && var.query_mtls != null
+  query_url = (local.mtls ? "https://${var.query_mtls.domains[0]}" :
+  var.query_mode == "function" ? google_cloudfunctions2_function.query[0].service_config[0].uri : google_cloud_run_v2_service.query[0].uri)
   database = var.create_firestore_database ? google_firestore_database.this[0].name : var.firestore_database
   # Every message that can still reach the ingest function — waiting in its
   # subscription, then in the dead-letter subscription, or replayed from the
@@ -48,7 +75,7 @@ data "google_project" "this" {
 }
 
 resource "google_project_service" "this" {
-  for_each           = toset(local.services)
+  for_each           = toset(concat(local.services, local.mtls ? local.mtls_services : []))
   project            = var.project_id
   service            = each.value
   disable_on_destroy = false
@@ -448,6 +475,7 @@ resource "google_cloudfunctions2_function" "ingest" {
 }
 
 resource "google_cloudfunctions2_function" "query" {
+  count    = var.query_mode == "function" ? 1 : 0
   project  = var.project_id
   location = var.region
   name     = "${var.name_prefix}-query"
@@ -474,18 +502,7 @@ resource "google_cloudfunctions2_function" "query" {
     min_instance_count               = var.query_min_instances
     max_instance_count               = var.query_max_instances
     max_instance_request_concurrency = var.query_concurrency
-    environment_variables = merge(local.firestore_env, {
-      STALE_AFTER          = var.stale_after
-      MAX_STALENESS        = var.query_max_staleness
-      CLUSTER_REFRESH      = var.query_cluster_refresh
-      COMMIT_LAG           = var.query_commit_lag
-      WATCH_POLL           = var.query_watch_poll
-      HEARTBEAT            = var.query_heartbeat
-      MAX_STREAMS          = min(var.query_max_streams, var.query_concurrency)
-      STREAM_WRITE_TIMEOUT = var.query_stream_write_timeout
-      VIEW_MAX_BYTES       = var.query_max_view_bytes
-      FEED_MAX_BYTES       = var.query_feed_max_bytes
-    })
+    environment_variables            = local.query_env
   }
   depends_on = [time_sleep.services, time_sleep.build_roles]
 }
@@ -499,12 +516,186 @@ resource "google_cloud_run_v2_service_iam_member" "ingest_invoker" {
   member   = google_service_account.push.member
 }
 
-# Only the listed members (and the readers) may call the query API.
+# Only the listed members (and the readers) may call the query API. Behind
+# the mutual TLS load balancer, the client certificate is the credential:
+# the service takes requests from the load balancer only, and checks no
+# token (invoker_iam_disabled).
 resource "google_cloud_run_v2_service_iam_member" "query_invoker" {
-  for_each = toset(concat(var.query_invokers, var.readers))
+  for_each = local.mtls ? toset([]) : toset(concat(var.query_invokers, var.readers))
   project  = var.project_id
   location = var.region
-  name     = google_cloudfunctions2_function.query.service_config[0].service
+  name     = local.query_service
   role     = "roles/run.invoker"
   member   = each.value
+}
+
+# query_mode = "service": cmd/fleetcast-query's image on Cloud Run, with
+# HTTP/2 end to end (the port named h2c), so that native gRPC reaches it
+# beside REST, Connect and gRPC-Web; the function's size, settings and
+# identity.
+resource "google_cloud_run_v2_service" "query" {
+  count                = var.query_mode == "service" ? 1 : 0
+  project              = var.project_id
+  location             = var.region
+  name                 = "${var.name_prefix}-query"
+  deletion_protection  = false
+  ingress              = local.mtls ? "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER" : "INGRESS_TRAFFIC_ALL"
+  invoker_iam_disabled = local.mtls
+  template {
+    service_account                  = google_service_account.query.email
+    timeout                          = "${var.query_timeout_seconds}s"
+    max_instance_request_concurrency = var.query_concurrency
+    scaling {
+      min_instance_count = var.query_min_instances
+      max_instance_count = var.query_max_instances
+    }
+    containers {
+      image = var.query_image
+      # h2c: Cloud Run forwards HTTP/2 to the container, which serves
+      # HTTP/1.1 and h2c on PORT (set by Cloud Run from this port).
+      ports {
+        name           = "h2c"
+        container_port = 8080
+      }
+      resources {
+        limits = { cpu = "1", memory = "512Mi" }
+      }
+      dynamic "env" {
+        for_each = local.query_env
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+    }
+  }
+  depends_on = [time_sleep.services]
+}
+
+# --- The mutual TLS load balancer (query_mode = "service", query_mtls) -------
+# A global external Application Load Balancer — the only kind whose HTTPS
+# proxy takes a ServerTlsPolicy with client validation — in front of the
+# service through a serverless NEG, speaking HTTP/2 to it. Clients must
+# present a certificate that chains to query_mtls.client_ca_pems (the
+# TrustConfig); the load balancer refuses any other handshake.
+
+resource "google_certificate_manager_trust_config" "query" {
+  count    = local.mtls ? 1 : 0
+  project  = var.project_id
+  location = "global"
+  name     = "${var.name_prefix}-query-clients"
+  trust_stores {
+    dynamic "trust_anchors" {
+      for_each = var.query_mtls.client_ca_pems
+      content {
+        pem_certificate = trust_anchors.value
+      }
+    }
+    dynamic "intermediate_cas" {
+      for_each = var.query_mtls.intermediate_ca_pems
+      content {
+        pem_certificate = intermediate_cas.value
+      }
+    }
+  }
+  depends_on = [time_sleep.services]
+}
+
+resource "google_network_security_server_tls_policy" "query" {
+  count    = local.mtls ? 1 : 0
+  project  = var.project_id
+  location = "global"
+  name     = "${var.name_prefix}-query-mtls"
+  # For an Application Load Balancer: no allow_open, no client_validation_ca
+  # (Traffic Director's), a mode and a TrustConfig.
+  mtls_policy {
+    client_validation_mode         = "REJECT_INVALID"
+    client_validation_trust_config = "projects/${local.project_number}/locations/global/trustConfigs/${google_certificate_manager_trust_config.query[0].name}"
+  }
+  depends_on = [time_sleep.services]
+}
+
+resource "google_certificate_manager_certificate" "query" {
+  count   = local.mtls ? 1 : 0
+  project = var.project_id
+  name    = "${var.name_prefix}-query"
+  managed {
+    domains = var.query_mtls.domains
+  }
+  depends_on = [time_sleep.services]
+}
+
+resource "google_certificate_manager_certificate_map" "query" {
+  count      = local.mtls ? 1 : 0
+  project    = var.project_id
+  name       = "${var.name_prefix}-query"
+  depends_on = [time_sleep.services]
+}
+
+resource "google_certificate_manager_certificate_map_entry" "query" {
+  for_each     = local.mtls ? toset(var.query_mtls.domains) : toset([])
+  project      = var.project_id
+  name         = "${var.name_prefix}-query-${substr(sha1(each.value), 0, 8)}"
+  map          = google_certificate_manager_certificate_map.query[0].name
+  hostname     = each.value
+  certificates = [google_certificate_manager_certificate.query[0].id]
+}
+
+resource "google_compute_region_network_endpoint_group" "query" {
+  count                 = local.mtls ? 1 : 0
+  project               = var.project_id
+  region                = var.region
+  name                  = "${var.name_prefix}-query"
+  network_endpoint_type = "SERVERLESS"
+  cloud_run {
+    service = google_cloud_run_v2_service.query[0].name
+  }
+  depends_on = [time_sleep.services]
+}
+
+# A serverless NEG's backend service takes no health check, port name or
+# timeout (none is set); HTTP2 keeps gRPC HTTP/2 to Cloud Run.
+resource "google_compute_backend_service" "query" {
+  count                 = local.mtls ? 1 : 0
+  project               = var.project_id
+  name                  = "${var.name_prefix}-query"
+  load_balancing_scheme = "EXTERNAL_MANAGED"
+  protocol              = "HTTP2"
+  backend {
+    group = google_compute_region_network_endpoint_group.query[0].id
+  }
+}
+
+resource "google_compute_url_map" "query" {
+  count           = local.mtls ? 1 : 0
+  project         = var.project_id
+  name            = "${var.name_prefix}-query"
+  default_service = google_compute_backend_service.query[0].id
+}
+
+resource "google_compute_target_https_proxy" "query" {
+  count             = local.mtls ? 1 : 0
+  project           = var.project_id
+  name              = "${var.name_prefix}-query"
+  url_map           = google_compute_url_map.query[0].id
+  certificate_map   = "//certificatemanager.googleapis.com/${google_certificate_manager_certificate_map.query[0].id}"
+  server_tls_policy = google_network_security_server_tls_policy.query[0].id
+}
+
+resource "google_compute_global_address" "query" {
+  count      = local.mtls ? 1 : 0
+  project    = var.project_id
+  name       = "${var.name_prefix}-query"
+  depends_on = [time_sleep.services]
+}
+
+resource "google_compute_global_forwarding_rule" "query" {
+  count                 = local.mtls ? 1 : 0
+  project               = var.project_id
+  name                  = "${var.name_prefix}-query"
+  load_balancing_scheme = "EXTERNAL_MANAGED"
+  ip_protocol           = "TCP"
+  port_range            = "443"
+  target                = google_compute_target_https_proxy.query[0].id
+  ip_address            = google_compute_global_address.query[0].id
 }

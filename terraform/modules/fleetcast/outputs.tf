@@ -9,8 +9,13 @@ output "dead_letter_subscription" {
 }
 
 output "query_url" {
-  description = "Base URL of the QueryFleets API (callers need roles/run.invoker: query_invokers)."
-  value       = google_cloudfunctions2_function.query.service_config[0].uri
+  description = "Base URL of the query API: the function's or the service's (callers need roles/run.invoker: query_invokers), or, behind the mutual TLS load balancer, https:// and its first domain (callers need a client certificate of query_mtls.client_ca_pems)."
+  value       = local.query_url
+}
+
+output "query_mtls_address" {
+  description = "The mutual TLS load balancer's IP address, for the DNS records of query_mtls.domains (null without it); its Google-managed certificate is issued once they point there."
+  value       = local.mtls ? google_compute_global_address.query[0].address : null
 }
 
 output "ingest_url" {

@@ -415,3 +415,51 @@ variable "log_level" {
     error_message = "log_level must be DEBUG, INFO, WARNING or ERROR."
   }
 }
+
+variable "query_mode" {
+  type        = string
+  description = "How the query side runs: function (QueryFleets on Cloud Functions: REST, Connect and gRPC-Web over HTTP/1.1) or service (cmd/fleetcast-query's image, query_image, on Cloud Run with HTTP/2 end to end: native gRPC too)."
+  default     = "function"
+  validation {
+    condition     = contains(["function", "service"], var.query_mode)
+    error_message = "query_mode must be function or service."
+  }
+}
+
+variable "query_image" {
+  type        = string
+  description = "The fleetcast-query image (cmd/fleetcast-query/Dockerfile) for query_mode = service, e.g. REGION-docker.pkg.dev/PROJECT/fleetcast/fleetcast-query@sha256:…"
+  default     = null
+  validation {
+    condition     = var.query_mode != "service" || (var.query_image != null && can(regex("^[a-z0-9.-]+(:[0-9]+)?/[^:@ ]+(:[A-Za-z0-9._-]+)?(@sha256:[0-9a-f]{64})?$", var.query_image)))
+    error_message = "query_image is required with query_mode = service: an image reference such as europe-west1-docker.pkg.dev/PROJECT/fleetcast/fleetcast-query:0.3.0 (a digest is better)."
+  }
+}
+
+variable "query_mtls" {
+  type = object({
+    # The load balancer's names; Google-managed certificates are issued for
+    # them once their DNS records point at query_mtls_address.
+    domains = list(string)
+    # PEM certificates of the CAs the clients' certificates chain to.
+    client_ca_pems       = list(string)
+    intermediate_ca_pems = optional(list(string), [])
+  })
+  description = "With query_mode = service, an external HTTPS load balancer with mutual TLS in front of the service: only clients presenting a certificate of client_ca_pems reach it (the service takes requests from the load balancer only, without ID tokens). Null: none."
+  default     = null
+  validation {
+    condition     = var.query_mtls == null || var.query_mode == "service"
+    error_message = "query_mtls needs query_mode = service: the load balancer fronts the Cloud Run service (the function serves no HTTP/2)."
+  }
+  validation {
+    condition = var.query_mtls == null || (
+      length(try(var.query_mtls.domains, [])) > 0 &&
+      alltrue([for d in try(var.query_mtls.domains, []) : can(regex("^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\\.)+[a-z]{2,63}$", d))])
+    )
+    error_message = "query_mtls.domains must name at least one fully qualified domain, lower case, such as fleets.example.com."
+  }
+  validation {
+    condition     = var.query_mtls == null || (length(try(var.query_mtls.client_ca_pems, [])) > 0 && alltrue([for p in concat(try(var.query_mtls.client_ca_pems, []), try(var.query_mtls.intermediate_ca_pems, [])) : startswith(trimspace(p), "-----BEGIN CERTIFICATE-----")]))
+    error_message = "query_mtls.client_ca_pems must hold at least one PEM certificate (-----BEGIN CERTIFICATE-----), the CA of the clients' certificates."
+  }
+}

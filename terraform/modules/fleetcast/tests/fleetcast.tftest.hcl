@@ -173,7 +173,7 @@ run "each_service_account_has_exactly_its_roles" {
     error_message = "only the listed members invoke the query function"
   }
   assert {
-    condition     = google_cloudfunctions2_function.ingest.service_config[0].service_account_email == "fleetcast-ingest@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query.service_config[0].service_account_email == "fleetcast-query@studio-fleets.iam.gserviceaccount.com"
+    condition     = google_cloudfunctions2_function.ingest.service_config[0].service_account_email == "fleetcast-ingest@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query[0].service_config[0].service_account_email == "fleetcast-query@studio-fleets.iam.gserviceaccount.com"
     error_message = "each function runs as its own service account"
   }
 }
@@ -181,7 +181,7 @@ run "each_service_account_has_exactly_its_roles" {
 run "functions_run_the_code_entry_points" {
   command = apply
   assert {
-    condition     = google_cloudfunctions2_function.ingest.build_config[0].entry_point == "IngestFleetEvents" && google_cloudfunctions2_function.query.build_config[0].entry_point == "QueryFleets"
+    condition     = google_cloudfunctions2_function.ingest.build_config[0].entry_point == "IngestFleetEvents" && google_cloudfunctions2_function.query[0].build_config[0].entry_point == "QueryFleets"
     error_message = "entry points must be the registered function names"
   }
   assert {
@@ -239,7 +239,7 @@ run "every_attempt_before_the_subscription_drops_the_message" {
 run "builds_run_as_their_own_account" {
   command = apply
   assert {
-    condition     = google_cloudfunctions2_function.ingest.build_config[0].service_account == "projects/studio-fleets/serviceAccounts/fleetcast-build@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query.build_config[0].service_account == google_cloudfunctions2_function.ingest.build_config[0].service_account
+    condition     = google_cloudfunctions2_function.ingest.build_config[0].service_account == "projects/studio-fleets/serviceAccounts/fleetcast-build@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query[0].build_config[0].service_account == google_cloudfunctions2_function.ingest.build_config[0].service_account
     error_message = "both functions build as the build service account"
   }
   assert {
@@ -262,7 +262,7 @@ run "functions_run_on_a_valid_cloud_run_size" {
     # Cloud Run: concurrency above 1 needs at least one vCPU, and one vCPU
     # takes 512 MiB to 4 GiB (terraform/crosscheck_test.go checks the rule
     # on the planned environments too).
-    condition     = alltrue([for f in [google_cloudfunctions2_function.ingest, google_cloudfunctions2_function.query] : f.service_config[0].available_cpu == "1" && contains(["512Mi", "1Gi", "2Gi", "4Gi"], f.service_config[0].available_memory)])
+    condition     = alltrue([for f in [google_cloudfunctions2_function.ingest, google_cloudfunctions2_function.query[0]] : f.service_config[0].available_cpu == "1" && contains(["512Mi", "1Gi", "2Gi", "4Gi"], f.service_config[0].available_memory)])
     error_message = "both functions run on one vCPU with 512 MiB to 4 GiB"
   }
 }
@@ -537,4 +537,120 @@ run "two_gke_clusters_of_one_project_with_their_own_accounts" {
     condition     = google_service_account_iam_member.publisher_workload_identity["ps5-eu"].member == "serviceAccount:studio-game-eu.svc.id.goog[fleetcast/fleetcast-publisher-ps5-eu]" && output.publisher_chart_values["ps5-eu"].serviceAccount.name == "fleetcast-publisher-ps5-eu"
     error_message = "each cluster's binding and chart values name its own account"
   }
+}
+
+# --- The query service (query_mode = "service") and its mTLS load balancer --
+# The rules are the APIs': Cloud Run refuses PORT among the variables and
+# forwards HTTP/2 only to a port named h2c; a ServerTlsPolicy validates
+# clients on an Application Load Balancer only as a global policy with a
+# TrustConfig, no client_validation_ca (Traffic Director's) and no
+# allow_open, on an EXTERNAL_MANAGED (not classic) load balancer; a
+# serverless NEG's backend service takes no health check.
+
+run "the_query_service_speaks_http2_end_to_end" {
+  command = apply
+  variables {
+    query_mode  = "service"
+    query_image = "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-query:0.3.0"
+  }
+  assert {
+    condition     = length(google_cloudfunctions2_function.query) == 0 && length(google_cloud_run_v2_service.query) == 1
+    error_message = "query_mode = service replaces the query function by the Cloud Run service"
+  }
+  assert {
+    condition     = google_cloud_run_v2_service.query[0].template[0].containers[0].ports[0].name == "h2c" && google_cloud_run_v2_service.query[0].template[0].containers[0].ports[0].container_port == 8080
+    error_message = "HTTP/2 end to end: the container's port is named h2c"
+  }
+  assert {
+    condition     = !contains([for e in google_cloud_run_v2_service.query[0].template[0].containers[0].env : e.name], "PORT") && contains([for e in google_cloud_run_v2_service.query[0].template[0].containers[0].env : e.name], "MAX_STREAMS")
+    error_message = "the service reads the function's variables, never PORT (Cloud Run's own)"
+  }
+  assert {
+    condition     = google_cloud_run_v2_service.query[0].template[0].timeout == "3600s" && google_cloud_run_v2_service.query[0].template[0].service_account == "fleetcast-query@studio-fleets.iam.gserviceaccount.com"
+    error_message = "the service runs as the query account, with the function's timeout"
+  }
+  assert {
+    condition     = google_cloud_run_v2_service.query[0].ingress == "INGRESS_TRAFFIC_ALL" && !google_cloud_run_v2_service.query[0].invoker_iam_disabled && keys(google_cloud_run_v2_service_iam_member.query_invoker) == ["serviceAccount:matchmaker@studio-fleets.iam.gserviceaccount.com"] && google_cloud_run_v2_service_iam_member.query_invoker["serviceAccount:matchmaker@studio-fleets.iam.gserviceaccount.com"].name == google_cloud_run_v2_service.query[0].name
+    error_message = "without the load balancer, IAM decides who calls the service, as for the function"
+  }
+  assert {
+    condition     = length(google_compute_global_forwarding_rule.query) == 0 && !contains(keys(google_project_service.this), "compute.googleapis.com")
+    error_message = "no load balancer, and no Compute API, unless query_mtls asks"
+  }
+}
+
+run "mutual_tls_in_front_of_the_service" {
+  command = apply
+  variables {
+    query_mode  = "service"
+    query_image = "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-query@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    query_mtls = {
+      domains        = ["fleets.studio.example"]
+      client_ca_pems = ["-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"]
+    }
+  }
+  assert {
+    condition     = google_cloud_run_v2_service.query[0].ingress == "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER" && google_cloud_run_v2_service.query[0].invoker_iam_disabled && length(google_cloud_run_v2_service_iam_member.query_invoker) == 0
+    error_message = "behind the load balancer the service takes its requests only, and the client certificate is the credential"
+  }
+  assert {
+    condition     = google_network_security_server_tls_policy.query[0].location == "global" && google_network_security_server_tls_policy.query[0].mtls_policy[0].client_validation_mode == "REJECT_INVALID" && length(google_network_security_server_tls_policy.query[0].mtls_policy[0].client_validation_ca) == 0 && !coalesce(google_network_security_server_tls_policy.query[0].allow_open, false)
+    error_message = "an Application Load Balancer's policy: global, a mode, no client_validation_ca, not open"
+  }
+  assert {
+    condition     = google_network_security_server_tls_policy.query[0].mtls_policy[0].client_validation_trust_config == "projects/123456789012/locations/global/trustConfigs/fleetcast-query-clients" && google_certificate_manager_trust_config.query[0].location == "global" && length(google_certificate_manager_trust_config.query[0].trust_stores[0].trust_anchors) == 1
+    error_message = "the policy validates against the global TrustConfig of the clients' CAs"
+  }
+  assert {
+    condition     = google_compute_global_forwarding_rule.query[0].load_balancing_scheme == "EXTERNAL_MANAGED" && google_compute_global_forwarding_rule.query[0].port_range == "443" && google_compute_backend_service.query[0].load_balancing_scheme == "EXTERNAL_MANAGED"
+    error_message = "mutual TLS needs the global external Application Load Balancer, not the classic one"
+  }
+  assert {
+    condition     = google_compute_backend_service.query[0].protocol == "HTTP2" && google_compute_backend_service.query[0].health_checks == null
+    error_message = "a serverless NEG's backend: HTTP/2 to Cloud Run, no health check"
+  }
+  assert {
+    condition     = google_compute_region_network_endpoint_group.query[0].network_endpoint_type == "SERVERLESS" && google_compute_region_network_endpoint_group.query[0].cloud_run[0].service == google_cloud_run_v2_service.query[0].name
+    error_message = "the serverless NEG points at the query service"
+  }
+  assert {
+    condition     = google_compute_target_https_proxy.query[0].server_tls_policy == google_network_security_server_tls_policy.query[0].id && join(",", google_certificate_manager_certificate.query[0].managed[0].domains) == "fleets.studio.example"
+    error_message = "the HTTPS proxy validates clients and serves a managed certificate for the domains"
+  }
+  assert {
+    condition     = output.query_url == "https://fleets.studio.example" && alltrue([for s in ["compute.googleapis.com", "certificatemanager.googleapis.com", "networksecurity.googleapis.com"] : contains(keys(google_project_service.this), s)])
+    error_message = "the query URL is the load balancer's, and its APIs are enabled"
+  }
+}
+
+run "the_service_needs_its_image" {
+  command = plan
+  variables {
+    query_mode = "service"
+  }
+  expect_failures = [var.query_image]
+}
+
+run "mutual_tls_needs_the_service" {
+  command = plan
+  variables {
+    query_mtls = {
+      domains        = ["fleets.studio.example"]
+      client_ca_pems = ["-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"]
+    }
+  }
+  expect_failures = [var.query_mtls]
+}
+
+run "mutual_tls_needs_a_domain_and_a_ca" {
+  command = plan
+  variables {
+    query_mode  = "service"
+    query_image = "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-query:0.3.0"
+    query_mtls = {
+      domains        = ["Fleets"]
+      client_ca_pems = ["not a certificate"]
+    }
+  }
+  expect_failures = [var.query_mtls, var.query_mtls]
 }
