@@ -10,4 +10,9 @@
 // across restarts, leader changes and skewed clocks, then republishes every
 // fleet and a snapshot, which lets the ingest function heal deletes that
 // happened while no publisher ran.
+//
+// With Config.GRPCAddr every instance, leader or standby, also answers
+// fleetcast.v1.InformationService for its cluster from its own informers
+// (package inform: single-cluster mode); with Config.Publish false that is
+// all it does.
 package publisher

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/fleetcast/fleetcast/fleet"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
 	"github.com/fleetcast/fleetcast/internal/testenv/tlstest"
@@ -191,4 +192,38 @@ func labelOf(ls []*fleetcastv1.Label, key string) string {
 		}
 	}
 	return ""
+}
+
+// TestLeaderAndStandbyBothServe: with publishing and leader election on,
+// the leader and the standby each serve InformationService from their own
+// informers (here in plaintext, asked for: a grpc-go client with insecure
+// credentials), and both see a change the standby never publishes.
+func TestLeaderAndStandbyBothServe(t *testing.T) {
+	e := newNamespace(t)
+	rec := newRecorder()
+	e.CreateFleet(e.Name, "f1", map[string]string{"platform": "pc"})
+	clients := map[string]fleetcastv1.InformationServiceClient{}
+	for _, id := range []string{"pub-a", "pub-b"} {
+		cfg := electedConfig(e.Name, id)
+		cfg.GRPCAddr, cfg.GRPCPlaintext = freeAddr(t), true
+		kubetest.StartPublisher(t, cfg, cp.RESTConfig(), rec)
+		conn, err := grpc.NewClient(cfg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close() })
+		clients[id] = fleetcastv1.NewInformationServiceClient(conn)
+	}
+	rec.waitFor(t, "a leader publishing", func(evs []fleet.Event) bool { return len(evs) > 0 })
+	setReady(e, e.Name, "f1", 2)
+	for id, c := range clients {
+		require.Eventually(t, func() bool {
+			resp, err := c.GetFleet(t.Context(), &fleetcastv1.GetFleetRequest{ClusterName: "pc", Namespace: e.Name, FleetName: "f1"})
+			require.NoError(t, err, id)
+			return resp.GetFleetInformation().GetReadyGameservers() == 2
+		}, waitTime, 20*time.Millisecond, "%s serves the change", id)
+	}
+	leaders := map[string]bool{}
+	for _, ev := range rec.all() {
+		leaders[ev.Publisher.ID] = true
+	}
+	assert.Len(t, leaders, 1, "one of the two published: the other is a standby, and serves too")
 }
