@@ -107,7 +107,7 @@ bench: ## Run every benchmark (about 40 min) on the emulators and the control pl
 	  $(GO) test -run="^$$" -bench=. -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) -timeout=30m ./firestoredb/ ./fleetapi/ && \
 	  $(GO) test -run="^$$" -bench=. -benchtime=1x -count=1 -timeout=90m ./emulator-tests/ -args $(BENCHFLAGS); \
 	  } | tee bin/bench.txt'
-	$(GO) run ./internal/cmd/benchdoc -o BENCHMARKS.md bin/bench.txt
+	$(WITH_CONTROLPLANE) $(GO) run ./internal/cmd/benchdoc -o BENCHMARKS.md bin/bench.txt
 
 # How many seeded random histories make chaos runs, from seed FIRST (run
 # shards side by side: make chaos SEEDS=500 FIRST=501).

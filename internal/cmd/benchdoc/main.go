@@ -144,11 +144,12 @@ func procField(path, key, sep string) string {
 }
 
 // versionOf takes the version from a binary's directory, named
-// <prefix><version> by scripts/controlplane.sh.
+// <prefix><version>[-stamped] by scripts/controlplane.sh (-stamped: built
+// telling its version).
 func versionOf(binary, prefix string) string {
 	dir := filepath.Base(filepath.Dir(binary))
 	if binary == "" || !strings.HasPrefix(dir, prefix) {
 		return "unknown"
 	}
-	return strings.TrimPrefix(dir, prefix)
+	return strings.TrimSuffix(strings.TrimPrefix(dir, prefix), "-stamped")
 }
