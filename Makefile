@@ -104,7 +104,7 @@ bench: ## Run every benchmark (about 40 min) on the emulators and the control pl
 	@echo "make bench: about 40 minutes; each benchmark's line appears when it ends (the coalescing and the bill scenarios take 12 min each)"
 	$(WITH_CONTROLPLANE) $(WITH_BROWSER) \
 	$(ON_EMULATORS) bash -o pipefail -c '{ \
-	  $(GO) test -run="^$$" -bench=. -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) -timeout=30m ./firestoredb/ ./fleetapi/ && \
+	  $(GO) test -run="^$$" -bench=. -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) -timeout=30m ./firestoredb/ ./fleetapi/ ./fleetapi/fleetmetrics/ && \
 	  $(GO) test -run="^$$" -bench=. -benchtime=1x -count=1 -timeout=90m ./emulator-tests/ -args $(BENCHFLAGS); \
 	  } | tee bin/bench.txt'
 	$(WITH_CONTROLPLANE) $(GO) run ./internal/cmd/benchdoc -o BENCHMARKS.md bin/bench.txt

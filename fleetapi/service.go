@@ -346,6 +346,23 @@ func (r *Read) Labels(key string, includeStale bool) (LabelValues, error) {
 	return aggregateLabel(key, r.fleets(includeStale)), nil
 }
 
+// Now is the time this reading judges staleness and ages at.
+func (r *Read) Now() time.Time { return r.now }
+
+// LiveFleets yields the documents a fleet query without filters matches
+// (live fleets of clusters that are not stale), in the order of its
+// answers. They are the view's own: read them, never change them, and copy
+// out what outlives the Read.
+func (r *Read) LiveFleets() iter.Seq[*fleet.Document] {
+	return func(yield func(*fleet.Document) bool) {
+		for d := range r.fleets(false) {
+			if !d.Deleted && !yield(d) {
+				return
+			}
+		}
+	}
+}
+
 func (r *Read) fleets(includeStale bool) iter.Seq[*fleet.Document] {
 	return func(yield func(*fleet.Document) bool) {
 		for _, e := range r.s.view.sorted {

@@ -41,6 +41,12 @@ func server(t *testing.T) *httptest.Server {
 // serverOver is server, and its store; watches poll it every 5 ms.
 func serverOver(t *testing.T) (*httptest.Server, *fleetapitest.Memory) {
 	t.Helper()
+	return serverWith(t)
+}
+
+// serverWith is serverOver with the handler's options.
+func serverWith(t *testing.T, hopts ...query.HandlerOption) (*httptest.Server, *fleetapitest.Memory) {
+	t.Helper()
 	now := time.Now()
 	mem := fleetapitest.NewMemory(time.Now)
 	seq := int64(0)
@@ -64,7 +70,7 @@ func serverOver(t *testing.T) (*httptest.Server, *fleetapitest.Memory) {
 	}
 	log := logging.New(io.Discard, logging.LevelWarning)
 	opts := fleetapi.Options{MaxStaleness: -1, WatchPoll: 5 * time.Millisecond, ClusterRefresh: -1, Log: log, MaxWatches: 2000}
-	srv := httptest.NewUnstartedServer(query.NewHandler(fleetapi.NewService(mem, opts), log))
+	srv := httptest.NewUnstartedServer(query.NewHandler(fleetapi.NewService(mem, opts), log, hopts...))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)

@@ -14,12 +14,14 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetapi/fleetmetrics"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetrpc"
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/functions/query/dashboard"
@@ -34,6 +36,7 @@ type Handler struct {
 	streams *fleetrpc.Streams
 	// writeTimeout bounds each write of a stream.
 	writeTimeout time.Duration
+	metricsOpts  fleetmetrics.Options
 }
 
 // DefaultStreamWriteTimeout bounds how long one message of a stream may
@@ -53,6 +56,12 @@ func WithStreamWriteTimeout(d time.Duration) HandlerOption {
 	}
 }
 
+// WithMetrics configures /metrics (package fleetmetrics); its zero value
+// serves each fleet up to fleetmetrics.DefaultMaxSeries series.
+func WithMetrics(o fleetmetrics.Options) HandlerOption {
+	return func(h *Handler) { h.metricsOpts = o }
+}
+
 // NewHandler returns the API answering from svc.
 func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) *Handler {
 	h := &Handler{svc: svc, log: log, mux: http.NewServeMux(), writeTimeout: DefaultStreamWriteTimeout}
@@ -66,6 +75,7 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 	h.mux.HandleFunc("/v1/clusters/{cluster}", h.get(getCluster))
 	h.mux.HandleFunc("/v1/labels/{key...}", h.get(labelValues))
 	h.mux.HandleFunc("/v1/watch", h.watch)
+	h.mux.HandleFunc("/metrics", h.metrics)
 	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC; its
 	// streams and the server-sent events share one edge.
 	h.mux.Handle(fleetrpc.NewHandler(svc, log, fleetrpc.WithStreams(h.streams)))
@@ -294,12 +304,14 @@ type Config struct {
 	LogLevel slog.Level
 	// StreamWriteTimeout: see DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
+	Metrics            fleetmetrics.Options
 }
 
 // ConfigFromEnv reads STALE_AFTER, MAX_STALENESS (0: every answer waits
 // for a sync), CLUSTER_REFRESH, COMMIT_LAG, WATCH_POLL, HEARTBEAT,
-// STREAM_WRITE_TIMEOUT, MAX_STREAMS, VIEW_MAX_BYTES, FEED_MAX_BYTES and
-// LOG_LEVEL.
+// STREAM_WRITE_TIMEOUT, MAX_STREAMS, VIEW_MAX_BYTES, FEED_MAX_BYTES,
+// METRICS_LABELS (fleet label keys, comma-separated), METRICS_MAX_SERIES,
+// METRICS_AGGREGATE and LOG_LEVEL.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	e := fnruntime.NewEnv(getenv)
@@ -324,6 +336,24 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	e.Bytes(&c.View.MaxViewBytes, "VIEW_MAX_BYTES", fleetapi.DefaultMaxViewBytes)
 	e.Bytes(&c.View.FeedMaxBytes, "FEED_MAX_BYTES", fleetapi.DefaultFeedMaxBytes)
 	e.Int(&c.View.MaxWatches, "MAX_STREAMS", fleetapi.DefaultMaxWatches, 1)
+	e.Func("METRICS_LABELS", func(v string) error {
+		var keys []string
+		for k := range strings.SplitSeq(v, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				keys = append(keys, k)
+			}
+		}
+		c.Metrics.Labels = keys
+		return fleetmetrics.Options{Labels: keys}.Validate()
+	})
+	e.Int(&c.Metrics.MaxSeries, "METRICS_MAX_SERIES", fleetmetrics.DefaultMaxSeries, 1)
+	e.Func("METRICS_AGGREGATE", func(v string) (err error) {
+		c.Metrics.Aggregate, err = strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("want true or false")
+		}
+		return nil
+	})
 	e.Level(&c.LogLevel, "LOG_LEVEL")
 	return c, e.Err()
 }
@@ -344,7 +374,7 @@ func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Hand
 	log := logging.New(logs, cfg.LogLevel)
 	cfg.View.Log = log
 	svc := fleetapi.NewService(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now), cfg.View)
-	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout)), nil
+	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics)), nil
 }
 
 // defaultHandler serves the registered function: one Firestore client and

@@ -43,6 +43,9 @@ locals {
     STREAM_WRITE_TIMEOUT = var.query_stream_write_timeout
     VIEW_MAX_BYTES       = var.query_max_view_bytes
     FEED_MAX_BYTES       = var.query_feed_max_bytes
+    METRICS_LABELS       = join(",", var.query_metrics_labels)
+    METRICS_MAX_SERIES   = tostring(var.query_metrics_max_series)
+    METRICS_AGGREGATE    = tostring(var.query_metrics_aggregate)
   })
   # The Cloud Run service that answers queries: the function's, or the
   # query service's (query_mode).

@@ -344,6 +344,36 @@ variable "query_feed_max_bytes" {
   }
 }
 
+variable "query_metrics_labels" {
+  type        = list(string)
+  description = "Fleet label keys (such as platform, version) that the query side's /metrics labels its series with, as label_<key>, and sums by past query_metrics_max_series (METRICS_LABELS)."
+  default     = []
+  validation {
+    condition     = length(var.query_metrics_labels) <= 10 && alltrue([for k in var.query_metrics_labels : can(regex("^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", k))])
+    error_message = "query_metrics_labels must hold at most 10 Kubernetes label keys, such as platform or app.kubernetes.io/version."
+  }
+  validation {
+    condition     = length(distinct([for k in var.query_metrics_labels : replace(k, "/[^a-zA-Z0-9_]/", "_")])) == length(var.query_metrics_labels)
+    error_message = "query_metrics_labels holds two keys that name the same Prometheus label (label_<key>, every character outside [a-zA-Z0-9_] an underscore), such as a.b and a_b."
+  }
+}
+
+variable "query_metrics_max_series" {
+  type        = number
+  description = "The fleet series /metrics answers at most (METRICS_MAX_SERIES): past it, sums by cluster and query_metrics_labels. Each series scraped every 30 s is 86 400 samples a month that Managed Service for Prometheus bills."
+  default     = 10000
+  validation {
+    condition     = var.query_metrics_max_series >= 1 && floor(var.query_metrics_max_series) == var.query_metrics_max_series
+    error_message = "query_metrics_max_series must be a whole number of at least 1."
+  }
+}
+
+variable "query_metrics_aggregate" {
+  type        = bool
+  description = "Whether /metrics always sums by cluster and query_metrics_labels (METRICS_AGGREGATE), however few the fleets."
+  default     = false
+}
+
 variable "query_stream_write_timeout" {
   type        = string
   description = "How long one message of a watch stream may take to write (STREAM_WRITE_TIMEOUT): a client that reads nothing for that long is dropped, and resumes (Go duration)."

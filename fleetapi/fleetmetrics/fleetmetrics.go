@@ -1,0 +1,413 @@
+// Package fleetmetrics exposes the read model's capacity figures as
+// Prometheus metrics, for scalers (KEDA's prometheus and gcp-stackdriver
+// scalers, the Horizontal Pod Autoscaler through an adapter), Grafana and a
+// cluster's own tooling: per fleet, its replicas, ready, allocated and
+// reserved game servers, the capacity its counters and lists have left and
+// whether its rollout is complete; per cluster, its heartbeat's age and
+// whether it is stale.
+//
+// The figures are those of a fleet query without filters: the live fleets
+// of clusters that are not stale, as GET /v1/fleets answers them from the
+// same view. Collect copies them from a fleetapi.Read, costing no read of
+// the store; Snapshot.Write encodes them in the format the scraper asked
+// for (expfmt.Negotiate), after the view's lock is released.
+//
+// Cardinality is bounded. Each fleet is its own series (labelled cluster,
+// namespace, fleet and the label_* of Options.Labels) while all of them
+// fit in Options.MaxSeries; beyond it, or when Options.Aggregate says so,
+// the series are sums by cluster and Options.Labels, and
+// fleetcast_metrics_aggregated says which. A sum that does not fit either is
+// left out, whole and counted in fleetcast_metrics_series_omitted: a
+// scraper never sees a partial group.
+package fleetmetrics
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"maps"
+	"slices"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetapi"
+)
+
+// DefaultMaxSeries is Options.MaxSeries' default: 1 000 fleets of a few
+// counters each fit per fleet; 10 000 are summed. Each series scraped every
+// 30 s is 86 400 samples a month, which Managed Service for Prometheus
+// bills (see the bill).
+const DefaultMaxSeries = 10_000
+
+// Options configure the metrics.
+type Options struct {
+	// Labels are fleet label keys (such as platform, version) exported as
+	// Prometheus labels named label_<key>, every character outside
+	// [a-zA-Z0-9_] an underscore, as kube-state-metrics names them; the
+	// sums group by them. A fleet without one has it empty.
+	Labels []string
+	// MaxSeries bounds the fleet series of an answer; 0 is
+	// DefaultMaxSeries.
+	MaxSeries int
+	// Aggregate sums by cluster and Labels however few the fleets.
+	Aggregate bool
+}
+
+// MaxLabels bounds Options.Labels.
+const MaxLabels = 10
+
+// Validate reports every bad option, naming its field.
+func (o Options) Validate() error {
+	var errs []error
+	if o.MaxSeries < 0 {
+		errs = append(errs, fmt.Errorf("MaxSeries %d: want 0 (the default, %d) or more", o.MaxSeries, DefaultMaxSeries))
+	}
+	if len(o.Labels) > MaxLabels {
+		errs = append(errs, fmt.Errorf("Labels: %d keys, at most %d", len(o.Labels), MaxLabels))
+	}
+	seen := map[string]string{}
+	for _, k := range o.Labels {
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("Labels: %q is not a label key: %s", k, strings.Join(msgs, "; ")))
+			continue
+		}
+		name := LabelName(k)
+		if prev, dup := seen[name]; dup {
+			errs = append(errs, fmt.Errorf("Labels: %q and %q are both %s", prev, k, name))
+			continue
+		}
+		seen[name] = k
+	}
+	return errors.Join(errs...)
+}
+
+// LabelName is the Prometheus label that carries the fleet label key.
+func LabelName(key string) string {
+	var b strings.Builder
+	b.WriteString("label_")
+	for _, r := range key {
+		if r == '_' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// The gauges of a fleet (or of a sum of fleets), in the order of a row's
+// values.
+var fleetGauges = [...]struct{ name, help string }{
+	{"fleetcast_fleet_replicas", "Game servers the fleet asks for (spec.replicas)."},
+	{"fleetcast_fleet_current_replicas", "Game servers the fleet has (status.replicas)."},
+	{"fleetcast_fleet_ready_replicas", "Ready game servers: what an allocation can take now."},
+	{"fleetcast_fleet_allocated_replicas", "Allocated game servers."},
+	{"fleetcast_fleet_reserved_replicas", "Reserved game servers."},
+}
+
+const (
+	nameRollout     = "fleetcast_fleet_rollout_complete"
+	nameCounter     = "fleetcast_fleet_counter_available"
+	nameList        = "fleetcast_fleet_list_available"
+	nameFleets      = "fleetcast_fleets"
+	nameHeartbeat   = "fleetcast_cluster_heartbeat_age_seconds"
+	nameStale       = "fleetcast_cluster_stale"
+	nameClusterSize = "fleetcast_cluster_fleets"
+	nameAggregated  = "fleetcast_metrics_aggregated"
+	nameOmitted     = "fleetcast_metrics_series_omitted"
+)
+
+// row is one fleet, or one sum of fleets.
+type row struct {
+	labels   []string // values of Snapshot.labelNames
+	gauges   [len(fleetGauges)]float64
+	fleets   int // summed into it
+	rollouts int // with a known rollout
+	complete int // with a complete rollout
+	counters map[string]int64
+	lists    map[string]int64
+}
+
+func (r *row) series(aggregated bool) int {
+	n := len(fleetGauges) + len(r.counters) + len(r.lists)
+	if r.rollouts > 0 {
+		n++
+	}
+	if aggregated {
+		n++
+	}
+	return n
+}
+
+type clusterRow struct {
+	name   string
+	age    float64
+	stale  bool
+	fleets int64
+}
+
+// Snapshot is the figures of one reading, ready to encode.
+type Snapshot struct {
+	labelNames []string
+	rows       []*row
+	clusters   []clusterRow
+	aggregated bool
+	omitted    int
+}
+
+// Collect copies the figures from a reading. It allocates what it copies
+// and reads no store: call it inside fleetapi.Service.Read, and Write
+// after.
+func Collect(r *fleetapi.Read, o Options) *Snapshot {
+	maxSeries := cmp.Or(o.MaxSeries, DefaultMaxSeries)
+	s := &Snapshot{aggregated: o.Aggregate}
+	if !s.aggregated {
+		n := 0
+		for d := range r.LiveFleets() {
+			n += len(fleetGauges)
+			if d.Rollout != nil {
+				n++
+			}
+			if d.Status != nil {
+				n += len(d.Status.Counters) + len(d.Status.Lists)
+			}
+		}
+		s.aggregated = n > maxSeries
+	}
+	if s.aggregated {
+		s.labelNames = append([]string{"cluster"}, labelNames(o.Labels)...)
+	} else {
+		s.labelNames = append([]string{"cluster", "namespace", "fleet"}, labelNames(o.Labels)...)
+	}
+	groups := map[string]*row{}
+	for d := range r.LiveFleets() {
+		values := make([]string, 0, len(s.labelNames))
+		values = append(values, d.Cluster)
+		if !s.aggregated {
+			values = append(values, d.Namespace, d.Name)
+		}
+		for _, k := range o.Labels {
+			values = append(values, d.Labels[k])
+		}
+		var g *row
+		if s.aggregated {
+			key := strings.Join(values, "\x00")
+			if g = groups[key]; g == nil {
+				g = &row{labels: values}
+				groups[key] = g
+				s.rows = append(s.rows, g)
+			}
+		} else {
+			g = &row{labels: values}
+			s.rows = append(s.rows, g)
+		}
+		g.add(d)
+	}
+	if s.aggregated {
+		slices.SortFunc(s.rows, func(a, b *row) int { return slices.Compare(a.labels, b.labels) })
+		kept, n := s.rows[:0], 0
+		for _, g := range s.rows {
+			if n += g.series(true); n > maxSeries {
+				s.omitted += g.series(true)
+				continue
+			}
+			kept = append(kept, g)
+		}
+		s.rows = kept
+	}
+	now := r.Now()
+	for _, c := range r.Clusters().Items {
+		s.clusters = append(s.clusters, clusterRow{
+			name: c.Cluster, age: max(0, now.Sub(c.HeartbeatAt).Seconds()), stale: c.Stale, fleets: c.FleetCount,
+		})
+	}
+	return s
+}
+
+func labelNames(keys []string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = LabelName(k)
+	}
+	return out
+}
+
+// add sums one fleet into the row.
+func (g *row) add(d *fleet.Document) {
+	g.fleets++
+	if d.Spec != nil {
+		g.gauges[0] += float64(d.Spec.Replicas)
+	}
+	if st := d.Status; st != nil {
+		g.gauges[1] += float64(st.Replicas)
+		g.gauges[2] += float64(st.ReadyReplicas)
+		g.gauges[3] += float64(st.AllocatedReplicas)
+		g.gauges[4] += float64(st.ReservedReplicas)
+		g.counters = addAvailable(g.counters, st.Counters)
+		g.lists = addAvailable(g.lists, st.Lists)
+	}
+	if d.Rollout != nil {
+		g.rollouts++
+		if d.Rollout.Complete {
+			g.complete++
+		}
+	}
+}
+
+func addAvailable(sum map[string]int64, aggs map[string]fleet.DocAggregate) map[string]int64 {
+	if len(aggs) == 0 {
+		return sum
+	}
+	if sum == nil {
+		sum = make(map[string]int64, len(aggs))
+	}
+	for k, a := range aggs {
+		sum[k] = fleet.SatAdd(sum[k], a.Available)
+	}
+	return sum
+}
+
+// Aggregated says whether the fleet series are sums.
+func (s *Snapshot) Aggregated() bool { return s.aggregated }
+
+// Write encodes the snapshot in format (one expfmt.Negotiate chose).
+func (s *Snapshot) Write(w io.Writer, format expfmt.Format) error {
+	enc := expfmt.NewEncoder(w, format)
+	for mf := range s.families() {
+		if err := enc.Encode(mf); err != nil {
+			return err
+		}
+	}
+	if c, ok := enc.(expfmt.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// families builds the metric families one by one: only one family's
+// messages are held at a time.
+func (s *Snapshot) families() iter.Seq[*dto.MetricFamily] {
+	return func(yield func(*dto.MetricFamily) bool) {
+		// Every row's label pairs, shared by its series of every family.
+		pairs := make([][]*dto.LabelPair, len(s.rows))
+		for i, g := range s.rows {
+			pairs[i] = make([]*dto.LabelPair, len(s.labelNames))
+			for j := range s.labelNames {
+				pairs[i][j] = &dto.LabelPair{Name: &s.labelNames[j], Value: &g.labels[j]}
+			}
+		}
+		summed := ""
+		if s.aggregated {
+			summed = " Summed over the series' fleets (fleetcast_fleets)."
+		}
+		for k, gauge := range fleetGauges {
+			if !yield(s.family(gauge.name, gauge.help+summed, pairs, func(g *row) (float64, bool) { return g.gauges[k], true })) {
+				return
+			}
+		}
+		rolloutHelp := "1 when the fleet's rollout is complete (its current GameServerSet alone runs all its replicas), 0 while it rolls out; absent while unknown."
+		if s.aggregated {
+			rolloutHelp = "The fleets whose rollout is complete (of those whose rollout is known)."
+		}
+		if !yield(s.family(nameRollout, rolloutHelp, pairs, func(g *row) (float64, bool) {
+			return float64(g.complete), g.rollouts > 0
+		})) {
+			return
+		}
+		if s.aggregated && !yield(s.family(nameFleets, "The live fleets summed into the series.", pairs, func(g *row) (float64, bool) {
+			return float64(g.fleets), true
+		})) {
+			return
+		}
+		if !yield(s.keyed(nameCounter, "counter", "Capacity the fleet's game servers have left in a counter (capacity - count)."+summed, pairs, func(g *row) map[string]int64 { return g.counters })) {
+			return
+		}
+		if !yield(s.keyed(nameList, "list", "Capacity the fleet's game servers have left in a list (capacity - values)."+summed, pairs, func(g *row) map[string]int64 { return g.lists })) {
+			return
+		}
+		for _, f := range []struct {
+			name, help string
+			v          func(c clusterRow) float64
+		}{
+			{nameHeartbeat, "Seconds since the cluster's publisher took its last snapshot (its heartbeat).", func(c clusterRow) float64 { return c.age }},
+			{nameStale, "1 when the cluster's heartbeat is older than STALE_AFTER or its fleets exceed the view's budget: its fleets are left out.", func(c clusterRow) float64 { return b2f(c.stale) }},
+			{nameClusterSize, "Fleets the cluster's last snapshot counted.", func(c clusterRow) float64 { return float64(c.fleets) }},
+		} {
+			mf := newFamily(f.name, f.help, len(s.clusters))
+			for _, c := range s.clusters {
+				mf.Metric = append(mf.Metric, gaugeMetric(f.v(c), &dto.LabelPair{Name: proto.String("cluster"), Value: proto.String(c.name)}))
+			}
+			if !yield(mf) {
+				return
+			}
+		}
+		for _, f := range []struct {
+			name, help string
+			v          float64
+		}{
+			{nameAggregated, "1 when the fleet series are sums by cluster and the label_* labels, 0 when each is one fleet.", b2f(s.aggregated)},
+			{nameOmitted, "Series left out of this answer by the series limit (METRICS_MAX_SERIES).", float64(s.omitted)},
+		} {
+			mf := newFamily(f.name, f.help, 1)
+			mf.Metric = append(mf.Metric, gaugeMetric(f.v))
+			if !yield(mf) {
+				return
+			}
+		}
+	}
+}
+
+func (s *Snapshot) family(name, help string, pairs [][]*dto.LabelPair, value func(*row) (float64, bool)) *dto.MetricFamily {
+	mf := newFamily(name, help, len(s.rows))
+	for i, g := range s.rows {
+		if v, ok := value(g); ok {
+			mf.Metric = append(mf.Metric, gaugeMetric(v, pairs[i]...))
+		}
+	}
+	return mf
+}
+
+// keyed builds a family with one series per row and key of its map.
+func (s *Snapshot) keyed(name, keyLabel, help string, pairs [][]*dto.LabelPair, m func(*row) map[string]int64) *dto.MetricFamily {
+	mf := newFamily(name, help, len(s.rows))
+	for i, g := range s.rows {
+		vals := m(g)
+		for _, k := range slices.Sorted(maps.Keys(vals)) {
+			lp := append(slices.Clip(pairs[i]), &dto.LabelPair{Name: &keyLabel, Value: proto.String(k)})
+			mf.Metric = append(mf.Metric, gaugeMetric(float64(vals[k]), lp...))
+		}
+	}
+	return mf
+}
+
+func newFamily(name, help string, n int) *dto.MetricFamily {
+	return &dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: dto.MetricType_GAUGE.Enum(), Metric: make([]*dto.Metric, 0, n)}
+}
+
+func gaugeMetric(v float64, labels ...*dto.LabelPair) *dto.Metric {
+	return &dto.Metric{Label: labels, Gauge: &dto.Gauge{Value: proto.Float64(v)}}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Names lists every metric name Write may encode, for checks of what
+// refers to them (dashboards, scalers, alerts).
+func Names() []string {
+	out := make([]string, 0, len(fleetGauges)+9)
+	for _, g := range fleetGauges {
+		out = append(out, g.name)
+	}
+	return append(out, nameRollout, nameFleets, nameCounter, nameList, nameHeartbeat, nameStale, nameClusterSize, nameAggregated, nameOmitted)
+}
