@@ -35,9 +35,22 @@ const moduleDir = "modules/fleetcast"
 
 func moduleBody(tb testing.TB) *hclsyntax.Body {
 	tb.Helper()
-	f, diags := hclparse.NewParser().ParseHCLFile(filepath.Join(moduleDir, "main.tf"))
-	require.False(tb, diags.HasErrors(), diags.Error())
-	return f.Body.(*hclsyntax.Body)
+	files, err := filepath.Glob(filepath.Join(moduleDir, "*.tf"))
+	require.NoError(tb, err)
+	require.Contains(tb, files, filepath.Join(moduleDir, "main.tf"))
+	// The module is every .tf file of its directory, as Terraform reads it.
+	all := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}}
+	p := hclparse.NewParser()
+	for _, name := range files {
+		f, diags := p.ParseHCLFile(name)
+		require.False(tb, diags.HasErrors(), diags.Error())
+		body := f.Body.(*hclsyntax.Body)
+		all.Blocks = append(all.Blocks, body.Blocks...)
+		for k, a := range body.Attributes {
+			all.Attributes[k] = a
+		}
+	}
+	return all
 }
 
 func resources(body *hclsyntax.Body, typ string) map[string]*hclsyntax.Block {

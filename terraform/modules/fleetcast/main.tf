@@ -9,6 +9,8 @@ locals {
     "firestore.googleapis.com",
     "iam.googleapis.com",
     "iamcredentials.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
     "pubsub.googleapis.com",
     "sts.googleapis.com",
     "run.googleapis.com",

@@ -493,3 +493,85 @@ variable "query_mtls" {
     error_message = "query_mtls.client_ca_pems must hold at least one PEM certificate (-----BEGIN CERTIFICATE-----), the CA of the clients' certificates."
   }
 }
+
+# --- Monitoring (monitoring.tf; docs/operations.md, "Alerts") ---------------------
+
+variable "notification_channels" {
+  type        = list(string)
+  description = "Cloud Monitoring notification channels (projects/P/notificationChannels/ID) every alert notifies; none: the alerts open incidents in the console only."
+  default     = []
+  validation {
+    condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
+    error_message = "notification_channels must be notification channel names such as projects/my-project/notificationChannels/123."
+  }
+}
+
+variable "alert_drops_per_minute" {
+  type        = number
+  description = "Fleet events dropped a minute, for one reason, over 5 minutes, above which the drops alert fires. A tenant's malformed events or a skewed clock drop steadily; none is normal."
+  default     = 1
+  validation {
+    condition     = var.alert_drops_per_minute >= 0
+    error_message = "alert_drops_per_minute must be 0 or more."
+  }
+}
+
+variable "alert_ingest_lag_p99" {
+  type        = string
+  description = "The ingest lag (publisher observation to Firestore write) whose p99 over 5 minutes fires the lag alert, in ms or s (such as 5s)."
+  default     = "5s"
+  validation {
+    condition     = can(regex("^[0-9]+(ms|s)$", var.alert_ingest_lag_p99)) && can(regex("[1-9]", var.alert_ingest_lag_p99))
+    error_message = "alert_ingest_lag_p99 must be a positive duration in ms or s such as 5s."
+  }
+}
+
+variable "alert_query_5xx_ratio" {
+  type        = number
+  description = "The fraction of the query side's answers that are server errors, over 5 minutes, above which the query errors alert fires."
+  default     = 0.02
+  validation {
+    condition     = var.alert_query_5xx_ratio > 0 && var.alert_query_5xx_ratio < 1
+    error_message = "alert_query_5xx_ratio must be between 0 and 1."
+  }
+}
+
+variable "alert_push_error_ratio" {
+  type        = number
+  description = "The fraction of Pub/Sub's pushes into the ingest function it did not acknowledge, for 15 minutes, above which the push alert fires. Some are by design (429 while instances start, 500 when a cluster is over its share)."
+  default     = 0.25
+  validation {
+    condition     = var.alert_push_error_ratio > 0 && var.alert_push_error_ratio < 1
+    error_message = "alert_push_error_ratio must be between 0 and 1."
+  }
+}
+
+variable "slo_query_availability" {
+  type        = number
+  description = "The query side's availability SLO: the fraction of answers over 28 days that are not server errors (Cloud Monitoring allows at most 0.999)."
+  default     = 0.995
+  validation {
+    condition     = var.slo_query_availability > 0 && var.slo_query_availability <= 0.999
+    error_message = "slo_query_availability must be above 0 and at most 0.999."
+  }
+}
+
+variable "slo_query_latency_goal" {
+  type        = number
+  description = "The query side's latency SLO: the fraction of requests (not watch streams) over 28 days answered within slo_query_latency_seconds (at most 0.999)."
+  default     = 0.99
+  validation {
+    condition     = var.slo_query_latency_goal > 0 && var.slo_query_latency_goal <= 0.999
+    error_message = "slo_query_latency_goal must be above 0 and at most 0.999."
+  }
+}
+
+variable "slo_query_latency_seconds" {
+  type        = number
+  description = "The latency bound of the query latency SLO, in seconds."
+  default     = 0.5
+  validation {
+    condition     = var.slo_query_latency_seconds > 0
+    error_message = "slo_query_latency_seconds must be positive."
+  }
+}

@@ -654,3 +654,47 @@ run "mutual_tls_needs_a_domain_and_a_ca" {
   }
   expect_failures = [var.query_mtls, var.query_mtls]
 }
+
+run "every_cluster_has_its_stale_alert_and_the_alerts_notify_the_channels" {
+  command = plan
+  variables {
+    notification_channels = ["projects/studio-fleets/notificationChannels/42"]
+    stale_after           = "150s"
+  }
+  assert {
+    condition     = toset(keys(google_monitoring_alert_policy.cluster_stale)) == toset(["pc-eu", "ps5-us"])
+    error_message = "one stale alert per cluster"
+  }
+  assert {
+    condition     = google_monitoring_alert_policy.cluster_stale["pc-eu"].conditions[0].condition_absent[0].duration == "180s"
+    error_message = "STALE_AFTER rounded up to whole minutes, as Cloud Monitoring counts an absence"
+  }
+  assert {
+    condition     = alltrue([for p in concat([google_monitoring_alert_policy.dead_letter, google_monitoring_alert_policy.query_errors], values(google_monitoring_alert_policy.slo_burn)) : length(p.notification_channels) == 1 && contains(p.notification_channels, "projects/studio-fleets/notificationChannels/42")])
+    error_message = "the alerts notify the channels given"
+  }
+}
+
+run "a_notification_channel_that_is_no_channel_name" {
+  command = plan
+  variables {
+    notification_channels = ["alerts@studio.example"]
+  }
+  expect_failures = [var.notification_channels]
+}
+
+run "metrics_labels_that_name_one_prometheus_label_twice" {
+  command = plan
+  variables {
+    query_metrics_labels = ["app.kubernetes.io/version", "app_kubernetes_io/version"]
+  }
+  expect_failures = [var.query_metrics_labels]
+}
+
+run "an_slo_goal_cloud_monitoring_refuses" {
+  command = plan
+  variables {
+    slo_query_availability = 0.9999
+  }
+  expect_failures = [var.slo_query_availability]
+}

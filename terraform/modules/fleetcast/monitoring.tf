@@ -1,0 +1,468 @@
+# --- Monitoring: log-based metrics, alerts, SLOs, a dashboard -----------------
+#
+# The log-based metrics count what the functions log (package logging's
+# keys): terraform/monitoring_test.go runs the ingest function on the
+# emulator, turns its log lines into the entries Cloud Run's agent writes,
+# and evaluates every filter and extractor here against them, so that a
+# renamed log field fails `make test`. docs/operations.md says what each
+# alert means and what to do.
+
+locals {
+  ingest_name = "${var.name_prefix}-ingest"
+  query_name  = "${var.name_prefix}-query"
+  user_metric = "logging.googleapis.com/user"
+  # The ingest function's structured lines: Cloud Run's agent parses each
+  # JSON line of its stdout into jsonPayload, and its service is named
+  # after the function.
+  ingest_logs = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.ingest_name}\""
+  ingested    = "${local.ingest_logs} AND jsonPayload.message=\"fleet event ingested\""
+  # Cloud Run's own log of each request the query side served; watch
+  # streams last until the client or the timeout ends them, so they are no
+  # request latency.
+  query_requests = join(" AND ", [
+    "resource.type=\"cloud_run_revision\"",
+    "resource.labels.service_name=\"${local.query_name}\"",
+    "logName=\"projects/${var.project_id}/logs/run.googleapis.com%2Frequests\"",
+    "NOT httpRequest.requestUrl:\"/v1/watch\"",
+    "NOT httpRequest.requestUrl:\"/WatchFleets\"",
+  ])
+  # Cloud Monitoring counts an absence in whole minutes, at least two.
+  stale_after_seconds = tonumber(trimsuffix(trimsuffix(var.stale_after, "s"), "m")) * (endswith(var.stale_after, "m") ? 60 : 1)
+  stale_alert_after   = "${max(120, ceil(local.stale_after_seconds / 60) * 60)}s"
+  lag_bound_ms        = tonumber(trimsuffix(trimsuffix(var.alert_ingest_lag_p99, "ms"), "s")) * (endswith(var.alert_ingest_lag_p99, "ms") ? 1 : 1000)
+  alert_documentation = "See docs/operations.md, \"Alerts\", in the fleetcast repository."
+}
+
+resource "google_logging_metric" "ingest_dropped" {
+  project = var.project_id
+  name    = "${var.name_prefix}/ingest_dropped"
+  filter  = "${local.ingest_logs} AND jsonPayload.reasonCode:*"
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "fleetcast: fleet events dropped"
+    labels {
+      key         = "reason_code"
+      description = "Why: not-pubsub, unbound-topic, invalid, foreign-cluster, clock-skew or store-refused."
+    }
+    labels {
+      key         = "cluster"
+      description = "The cluster the event claimed, when it could be read."
+    }
+  }
+  label_extractors = {
+    reason_code = "EXTRACT(jsonPayload.reasonCode)"
+    cluster     = "EXTRACT(jsonPayload.cluster)"
+  }
+  depends_on = [time_sleep.services]
+}
+
+resource "google_logging_metric" "ingest_outcome" {
+  project = var.project_id
+  name    = "${var.name_prefix}/ingest_outcome"
+  filter  = local.ingested
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "fleetcast: fleet events that changed the state"
+    labels {
+      key         = "outcome"
+      description = "created, updated, deleted, reconciled, …: what the event did to Firestore."
+    }
+    labels {
+      key         = "kind"
+      description = "FLEET_UPSERT, FLEET_DELETE or CLUSTER_SNAPSHOT."
+    }
+    labels {
+      key         = "cluster"
+      description = "The event's cluster."
+    }
+  }
+  label_extractors = {
+    outcome = "EXTRACT(jsonPayload.outcome)"
+    kind    = "EXTRACT(jsonPayload.kind)"
+    cluster = "EXTRACT(jsonPayload.cluster)"
+  }
+  depends_on = [time_sleep.services]
+}
+
+resource "google_logging_metric" "ingest_lag" {
+  project         = var.project_id
+  name            = "${var.name_prefix}/ingest_lag"
+  filter          = "${local.ingested} AND jsonPayload.kind=(\"FLEET_UPSERT\" OR \"FLEET_DELETE\")"
+  value_extractor = "EXTRACT(jsonPayload.lagMillis)"
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "DISTRIBUTION"
+    unit         = "ms"
+    display_name = "fleetcast: ingest lag, publisher observation to Firestore write"
+    labels {
+      key         = "cluster"
+      description = "The event's cluster."
+    }
+  }
+  label_extractors = {
+    cluster = "EXTRACT(jsonPayload.cluster)"
+  }
+  bucket_options {
+    exponential_buckets {
+      num_finite_buckets = 48
+      growth_factor      = 1.5
+      scale              = 1
+    }
+  }
+  depends_on = [time_sleep.services]
+}
+
+resource "google_logging_metric" "heartbeats" {
+  project = var.project_id
+  name    = "${var.name_prefix}/heartbeats"
+  filter  = "${local.ingested} AND jsonPayload.kind=\"CLUSTER_SNAPSHOT\""
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "fleetcast: snapshot parts reconciled (heartbeats)"
+    labels {
+      key         = "cluster"
+      description = "The snapshot's cluster."
+    }
+  }
+  label_extractors = {
+    cluster = "EXTRACT(jsonPayload.cluster)"
+  }
+  depends_on = [time_sleep.services]
+}
+
+resource "google_logging_metric" "query_latency" {
+  project         = var.project_id
+  name            = "${var.name_prefix}/query_latency"
+  filter          = local.query_requests
+  value_extractor = "REGEXP_EXTRACT(httpRequest.latency, \"^([0-9.]+)s$\")"
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "DISTRIBUTION"
+    unit         = "s"
+    display_name = "fleetcast: query latency (requests, not streams)"
+  }
+  bucket_options {
+    exponential_buckets {
+      num_finite_buckets = 40
+      growth_factor      = 1.4
+      scale              = 0.001
+    }
+  }
+  depends_on = [time_sleep.services]
+}
+
+# --- Alerts ------------------------------------------------------------------
+
+# One per cluster: its heartbeats stopped (no snapshot part reconciled for
+# STALE_AFTER), so the query side reports it stale and leaves its fleets
+# out. A cluster that never sent one alerts too.
+resource "google_monitoring_alert_policy" "cluster_stale" {
+  for_each              = var.clusters
+  project               = var.project_id
+  display_name          = "fleetcast: cluster ${each.key} is stale"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  conditions {
+    display_name = "No heartbeat from ${each.key} for ${local.stale_alert_after}"
+    condition_absent {
+      filter   = "metric.type=\"${local.user_metric}/${google_logging_metric.heartbeats.name}\" AND resource.type=\"cloud_run_revision\" AND metric.labels.cluster=\"${each.key}\""
+      duration = local.stale_alert_after
+      aggregations {
+        alignment_period     = "60s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+  documentation {
+    content   = "The publisher of cluster ${each.key} sent no snapshot for ${local.stale_alert_after}: its fleets are left out of every answer. ${local.alert_documentation}"
+    mime_type = "text/markdown"
+  }
+  depends_on = [time_sleep.services]
+}
+
+resource "google_monitoring_alert_policy" "dead_letter" {
+  project               = var.project_id
+  display_name          = "fleetcast: fleet events dead-lettered"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  conditions {
+    display_name = "Messages in ${google_pubsub_subscription.dead_letter.name}"
+    condition_threshold {
+      filter          = "metric.type=\"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=\"${google_pubsub_subscription.dead_letter.name}\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+      aggregations {
+        alignment_period   = "300s"
+        per_series_aligner = "ALIGN_MAX"
+      }
+    }
+  }
+  documentation {
+    content   = "Pub/Sub gave up on fleet events after ${var.max_delivery_attempts} attempts: the ingest function could not apply them. ${local.alert_documentation}"
+    mime_type = "text/markdown"
+  }
+  depends_on = [time_sleep.services]
+}
+
+resource "google_monitoring_alert_policy" "dropped" {
+  project               = var.project_id
+  display_name          = "fleetcast: fleet events dropped"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = var.notification_channels
+  conditions {
+    display_name = "Drops above ${var.alert_drops_per_minute} a minute, by reason"
+    condition_threshold {
+      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.ingest_dropped.name}\" AND resource.type=\"cloud_run_revision\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = var.alert_drops_per_minute / 60
+      duration        = "300s"
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.reason_code"]
+      }
+    }
+  }
+  documentation {
+    content   = "The ingest function acknowledged fleet events without applying them. ${local.alert_documentation}"
+    mime_type = "text/markdown"
+  }
+  depends_on = [time_sleep.services]
+}
+
+resource "google_monitoring_alert_policy" "ingest_lag" {
+  project               = var.project_id
+  display_name          = "fleetcast: ingest lag p99 above ${var.alert_ingest_lag_p99}"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = var.notification_channels
+  conditions {
+    display_name = "p99 of publisher observation to Firestore write"
+    condition_threshold {
+      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.ingest_lag.name}\" AND resource.type=\"cloud_run_revision\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = local.lag_bound_ms
+      duration        = "300s"
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_DELTA"
+        cross_series_reducer = "REDUCE_PERCENTILE_99"
+      }
+    }
+  }
+  documentation {
+    content   = "Fleet changes take longer than ${var.alert_ingest_lag_p99} to reach Firestore. ${local.alert_documentation}"
+    mime_type = "text/markdown"
+  }
+  depends_on = [time_sleep.services]
+}
+
+resource "google_monitoring_alert_policy" "query_errors" {
+  project               = var.project_id
+  display_name          = "fleetcast: query 5xx ratio above ${var.alert_query_5xx_ratio}"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  conditions {
+    display_name = "5xx answers of ${local.query_name}"
+    condition_threshold {
+      filter             = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}\" AND metric.labels.response_code_class=\"5xx\""
+      denominator_filter = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}\""
+      comparison         = "COMPARISON_GT"
+      threshold_value    = var.alert_query_5xx_ratio
+      duration           = "300s"
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+      denominator_aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+  documentation {
+    content   = "More than ${var.alert_query_5xx_ratio * 100}% of the query side's answers are server errors. ${local.alert_documentation}"
+    mime_type = "text/markdown"
+  }
+  depends_on = [time_sleep.services]
+}
+
+# Pub/Sub's pushes that the ingest function did not acknowledge. Some are
+# by design — 429 while instances start, 500 when a cluster is over its
+# share (MAX_CLUSTER_IN_FLIGHT) — so the bound is a ratio, over 15 minutes.
+resource "google_monitoring_alert_policy" "push_errors" {
+  project               = var.project_id
+  display_name          = "fleetcast: push deliveries failing above ${var.alert_push_error_ratio}"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = var.notification_channels
+  conditions {
+    display_name = "Pushes into ${local.ingest_name} not acknowledged"
+    condition_threshold {
+      filter             = "metric.type=\"pubsub.googleapis.com/subscription/push_request_count\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=starts_with(\"${var.name_prefix}-ingest-\") AND NOT metric.labels.response_class=\"ack\""
+      denominator_filter = "metric.type=\"pubsub.googleapis.com/subscription/push_request_count\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=starts_with(\"${var.name_prefix}-ingest-\")"
+      comparison         = "COMPARISON_GT"
+      threshold_value    = var.alert_push_error_ratio
+      duration           = "900s"
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+      denominator_aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+  documentation {
+    content   = "Pub/Sub cannot deliver fleet events to the ingest function. ${local.alert_documentation}"
+    mime_type = "text/markdown"
+  }
+  depends_on = [time_sleep.services]
+}
+
+# --- SLOs on the query side, with burn-rate alerts ------------------------------
+
+resource "google_monitoring_custom_service" "query" {
+  project      = var.project_id
+  service_id   = local.query_name
+  display_name = "fleetcast query side (${local.query_name})"
+  depends_on   = [time_sleep.services]
+}
+
+resource "google_monitoring_slo" "query_availability" {
+  project             = var.project_id
+  service             = google_monitoring_custom_service.query.service_id
+  slo_id              = "availability"
+  display_name        = "${var.slo_query_availability * 100}% of answers are not server errors, over 28 days"
+  goal                = var.slo_query_availability
+  rolling_period_days = 28
+  request_based_sli {
+    good_total_ratio {
+      bad_service_filter   = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}\" AND metric.labels.response_code_class=\"5xx\""
+      total_service_filter = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}\""
+    }
+  }
+}
+
+resource "google_monitoring_slo" "query_latency" {
+  project             = var.project_id
+  service             = google_monitoring_custom_service.query.service_id
+  slo_id              = "latency"
+  display_name        = "${var.slo_query_latency_goal * 100}% of requests answered within ${var.slo_query_latency_seconds} s, over 28 days"
+  goal                = var.slo_query_latency_goal
+  rolling_period_days = 28
+  request_based_sli {
+    distribution_cut {
+      distribution_filter = "metric.type=\"${local.user_metric}/${google_logging_metric.query_latency.name}\" AND resource.type=\"cloud_run_revision\""
+      range {
+        max = var.slo_query_latency_seconds
+      }
+    }
+  }
+}
+
+# Google's multiwindow burn rates for a 28-day budget: 2% of it in an
+# hour (14.4×), or 5% in six hours (6×).
+resource "google_monitoring_alert_policy" "slo_burn" {
+  for_each = {
+    availability = google_monitoring_slo.query_availability.name
+    latency      = google_monitoring_slo.query_latency.name
+  }
+  project               = var.project_id
+  display_name          = "fleetcast: query ${each.key} SLO burning its error budget"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  conditions {
+    display_name = "Burn rate over 14.4 for 1 h"
+    condition_threshold {
+      filter          = "select_slo_burn_rate(\"${each.value}\", \"3600s\")"
+      comparison      = "COMPARISON_GT"
+      threshold_value = 14.4
+      duration        = "0s"
+    }
+  }
+  conditions {
+    display_name = "Burn rate over 6 for 6 h"
+    condition_threshold {
+      filter          = "select_slo_burn_rate(\"${each.value}\", \"21600s\")"
+      comparison      = "COMPARISON_GT"
+      threshold_value = 6
+      duration        = "0s"
+    }
+  }
+  documentation {
+    content   = "The query side's ${each.key} SLO spends its 28-day error budget too fast. ${local.alert_documentation}"
+    mime_type = "text/markdown"
+  }
+}
+
+# --- Dashboard ---------------------------------------------------------------
+
+locals {
+  dashboard_charts = [
+    ["Heartbeats by cluster (snapshot parts / s)", "metric.type=\"${local.user_metric}/${google_logging_metric.heartbeats.name}\" AND resource.type=\"cloud_run_revision\"", "ALIGN_RATE", "REDUCE_SUM", ["metric.label.cluster"]],
+    ["Ingest lag p99 (ms)", "metric.type=\"${local.user_metric}/${google_logging_metric.ingest_lag.name}\" AND resource.type=\"cloud_run_revision\"", "ALIGN_DELTA", "REDUCE_PERCENTILE_99", ["metric.label.cluster"]],
+    ["Ingest lag p50 (ms)", "metric.type=\"${local.user_metric}/${google_logging_metric.ingest_lag.name}\" AND resource.type=\"cloud_run_revision\"", "ALIGN_DELTA", "REDUCE_PERCENTILE_50", ["metric.label.cluster"]],
+    ["Events dropped by reason (/ s)", "metric.type=\"${local.user_metric}/${google_logging_metric.ingest_dropped.name}\" AND resource.type=\"cloud_run_revision\"", "ALIGN_RATE", "REDUCE_SUM", ["metric.label.reason_code"]],
+    ["Events ingested by outcome (/ s)", "metric.type=\"${local.user_metric}/${google_logging_metric.ingest_outcome.name}\" AND resource.type=\"cloud_run_revision\"", "ALIGN_RATE", "REDUCE_SUM", ["metric.label.outcome"]],
+    ["Query requests by response class (/ s)", "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}\"", "ALIGN_RATE", "REDUCE_SUM", ["metric.label.response_code_class"]],
+    ["Query latency p99, requests (s)", "metric.type=\"${local.user_metric}/${google_logging_metric.query_latency.name}\" AND resource.type=\"cloud_run_revision\"", "ALIGN_DELTA", "REDUCE_PERCENTILE_99", []],
+    ["Instances", "metric.type=\"run.googleapis.com/container/instance_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=one_of(\"${local.ingest_name}\", \"${local.query_name}\")", "ALIGN_MAX", "REDUCE_SUM", ["resource.label.service_name"]],
+    ["Dead-lettered events waiting", "metric.type=\"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=\"${google_pubsub_subscription.dead_letter.name}\"", "ALIGN_MAX", "REDUCE_SUM", []],
+  ]
+}
+
+resource "google_monitoring_dashboard" "fleetcast" {
+  project = var.project_id
+  dashboard_json = jsonencode({
+    displayName = "fleetcast (${var.name_prefix})"
+    mosaicLayout = {
+      columns = 12
+      tiles = [for i, c in local.dashboard_charts : {
+        xPos   = (i % 2) * 6
+        yPos   = floor(i / 2) * 4
+        width  = 6
+        height = 4
+        widget = {
+          title = c[0]
+          xyChart = {
+            dataSets = [{
+              plotType = "LINE"
+              timeSeriesQuery = {
+                timeSeriesFilter = {
+                  filter = c[1]
+                  aggregation = {
+                    alignmentPeriod    = "60s"
+                    perSeriesAligner   = c[2]
+                    crossSeriesReducer = c[3]
+                    groupByFields      = c[4]
+                  }
+                }
+              }
+            }]
+          }
+        }
+      }]
+    }
+  })
+  depends_on = [time_sleep.services]
+}
