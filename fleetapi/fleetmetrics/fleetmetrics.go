@@ -366,9 +366,10 @@ func (s *Snapshot) families() iter.Seq[*dto.MetricFamily] {
 
 func (s *Snapshot) family(name, help string, pairs [][]*dto.LabelPair, value func(*row) (float64, bool)) *dto.MetricFamily {
 	mf := newFamily(name, help, len(s.rows))
+	sl := newSlab(len(s.rows))
 	for i, g := range s.rows {
 		if v, ok := value(g); ok {
-			mf.Metric = append(mf.Metric, gaugeMetric(v, pairs[i]...))
+			mf.Metric = append(mf.Metric, sl.metric(v, pairs[i]))
 		}
 	}
 	return mf
@@ -376,12 +377,26 @@ func (s *Snapshot) family(name, help string, pairs [][]*dto.LabelPair, value fun
 
 // keyed builds a family with one series per row and key of its map.
 func (s *Snapshot) keyed(name, keyLabel, help string, pairs [][]*dto.LabelPair, m func(*row) map[string]int64) *dto.MetricFamily {
-	mf := newFamily(name, help, len(s.rows))
+	n := 0
+	for _, g := range s.rows {
+		n += len(m(g))
+	}
+	mf := newFamily(name, help, n)
+	sl := newSlab(n)
+	keyPairs := make([]dto.LabelPair, n)
+	width := len(s.labelNames) + 1
+	labels := make([]*dto.LabelPair, n*width)
+	j := 0
 	for i, g := range s.rows {
 		vals := m(g)
 		for _, k := range slices.Sorted(maps.Keys(vals)) {
-			lp := append(slices.Clip(pairs[i]), &dto.LabelPair{Name: &keyLabel, Value: proto.String(k)})
-			mf.Metric = append(mf.Metric, gaugeMetric(float64(vals[k]), lp...))
+			kp := &keyPairs[j]
+			kp.Name, kp.Value = &keyLabel, proto.String(k)
+			lp := labels[j*width : (j+1)*width : (j+1)*width]
+			copy(lp, pairs[i])
+			lp[width-1] = kp
+			mf.Metric = append(mf.Metric, sl.metric(float64(vals[k]), lp))
+			j++
 		}
 	}
 	return mf
@@ -389,6 +404,31 @@ func (s *Snapshot) keyed(name, keyLabel, help string, pairs [][]*dto.LabelPair, 
 
 func newFamily(name, help string, n int) *dto.MetricFamily {
 	return &dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: dto.MetricType_GAUGE.Enum(), Metric: make([]*dto.Metric, 0, n)}
+}
+
+// slab hands out one family's messages from three allocations, not three
+// a series: at 10 000 fleets a scrape builds about 70 000.
+type slab struct {
+	metrics []dto.Metric
+	gauges  []dto.Gauge
+	values  []float64
+	next    int
+}
+
+func newSlab(n int) *slab {
+	return &slab{metrics: make([]dto.Metric, n), gauges: make([]dto.Gauge, n), values: make([]float64, n)}
+}
+
+func (s *slab) metric(v float64, labels []*dto.LabelPair) *dto.Metric {
+	if s.next == len(s.values) {
+		return gaugeMetric(v, labels...)
+	}
+	i := s.next
+	s.next++
+	s.values[i] = v
+	s.gauges[i].Value = &s.values[i]
+	s.metrics[i].Label, s.metrics[i].Gauge = labels, &s.gauges[i]
+	return &s.metrics[i]
 }
 
 func gaugeMetric(v float64, labels ...*dto.LabelPair) *dto.Metric {
