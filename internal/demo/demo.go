@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +27,8 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	schema "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -212,6 +215,7 @@ func Run(ctx context.Context, opts Options) error {
 	say("  curl -s '%s/v1/fleets?selector=platform=pc' | jq", queryURL)
 	say("  curl -s '%s/v1/labels/version' | jq", queryURL)
 	say("  curl -s '%s/v1/clusters' | jq", queryURL)
+	say("  curl -s '%s/metrics' | grep ready_replicas     # what scalers and Grafana read", queryURL)
 	say("  GOOGLE_CLOUD_PROJECT=%s FIRESTORE_EMULATOR_HOST=%s go run ./cmd/fleetcast watch -l platform=pc",
 		Project, os.Getenv(emulator.FirestoreHostEnv))
 	if opts.Ready != nil {
@@ -326,9 +330,51 @@ func verify(out io.Writer, queryURL string) error {
 	if rollouts == 0 || scaled == 0 {
 		return fmt.Errorf("demo check failed: of %d fleets, %d show a rollout and %d an autoscaler in the query API", len(fleets), rollouts, scaled)
 	}
-	fmt.Fprintf(out, "» check passed: the query API serves %d fleets from %d clusters, %d with their rollout and %d with their autoscaler\n",
-		len(fleets), len(clusters.Items), rollouts, scaled)
+	scraped, ready, err := scrapeReady(ctx, queryURL)
+	if err != nil {
+		return fmt.Errorf("demo check: %w", err)
+	}
+	var want int64
+	for _, f := range fleets {
+		want += f.ReadyReplicas
+	}
+	if scraped != len(fleets) || ready != float64(want) {
+		return fmt.Errorf("demo check failed: /metrics has %d fleets and %v ready game servers, the query API %d and %d", scraped, ready, len(fleets), want)
+	}
+	fmt.Fprintf(out, "» check passed: the query API serves %d fleets from %d clusters, %d with their rollout and %d with their autoscaler; /metrics counts the same %d ready game servers\n",
+		len(fleets), len(clusters.Items), rollouts, scaled, want)
 	return nil
+}
+
+// scrapeReady reads /metrics as Prometheus does and returns its fleets'
+// count and their ready game servers.
+func scrapeReady(ctx context.Context, queryURL string) (int, float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, queryURL+"/metrics", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, 0, fmt.Errorf("/metrics: %w", err)
+	}
+	mf := mfs["fleetcast_fleet_ready_replicas"]
+	if mf == nil {
+		return 0, 0, errors.New("/metrics: no fleetcast_fleet_ready_replicas")
+	}
+	var ready float64
+	for _, m := range mf.GetMetric() {
+		ready += m.GetGauge().GetValue()
+	}
+	return len(mf.GetMetric()), ready, nil
 }
 
 // serveFunction runs the local Functions Framework runner for target and
