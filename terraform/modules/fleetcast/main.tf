@@ -555,6 +555,7 @@ resource "google_cloud_run_v2_service" "query" {
       max_instance_count = var.query_max_instances
     }
     containers {
+      name  = "query"
       image = var.query_image
       # h2c: Cloud Run forwards HTTP/2 to the container, which serves
       # HTTP/1.1 and h2c on PORT (set by Cloud Run from this port).
@@ -573,8 +574,30 @@ resource "google_cloud_run_v2_service" "query" {
         }
       }
     }
+    # query_metrics_export: Google's Managed Service for Prometheus
+    # sidecar scrapes /metrics on the instance (its default: port 8080,
+    # every 30 s, also once at start and at shutdown) and writes the series
+    # to Cloud Monitoring as prometheus.googleapis.com/<name>/gauge. It
+    # starts once the query container does, and takes the API's defaults
+    # for its size, as terraform-google-modules' Cloud Run module runs it.
+    dynamic "containers" {
+      for_each = var.query_metrics_export ? [var.query_metrics_sidecar_image] : []
+      content {
+        name       = "metrics"
+        image      = containers.value
+        depends_on = ["query"]
+      }
+    }
   }
   depends_on = [time_sleep.services]
+}
+
+# The sidecar writes the series as the query service's identity.
+resource "google_project_iam_member" "query_metrics_writer" {
+  count   = var.query_metrics_export ? 1 : 0
+  project = var.project_id
+  role    = "roles/monitoring.metricWriter"
+  member  = google_service_account.query.member
 }
 
 # --- The mutual TLS load balancer (query_mode = "service", query_mtls) -------

@@ -374,6 +374,22 @@ variable "query_metrics_aggregate" {
   default     = false
 }
 
+variable "query_metrics_export" {
+  type        = bool
+  description = "Export /metrics to Cloud Monitoring (Managed Service for Prometheus) through Google's Prometheus sidecar for Cloud Run, which scrapes each query instance every 30 s: KEDA's gcp-stackdriver scaler, Grafana and Cloud Monitoring then read them as prometheus.googleapis.com/<name>/gauge. Needs query_mode = service (a function runs no sidecar). Each series is billed as a sample per scrape."
+  default     = false
+  validation {
+    condition     = !var.query_metrics_export || var.query_mode == "service"
+    error_message = "query_metrics_export needs query_mode = service: Cloud Functions run no sidecar container."
+  }
+}
+
+variable "query_metrics_sidecar_image" {
+  type        = string
+  description = "The Managed Service for Prometheus sidecar's image for query_metrics_export."
+  default     = "us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/cloud-run-gmp-sidecar:1.2.0"
+}
+
 variable "query_stream_write_timeout" {
   type        = string
   description = "How long one message of a watch stream may take to write (STREAM_WRITE_TIMEOUT): a client that reads nothing for that long is dropped, and resumes (Go duration)."

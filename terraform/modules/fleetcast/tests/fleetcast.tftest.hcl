@@ -698,3 +698,32 @@ run "an_slo_goal_cloud_monitoring_refuses" {
   }
   expect_failures = [var.slo_query_availability]
 }
+
+run "metrics_export_runs_the_prometheus_sidecar_beside_the_query_service" {
+  command = plan
+  variables {
+    query_mode           = "service"
+    query_image          = "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-query:0.3.0"
+    query_metrics_export = true
+  }
+  assert {
+    condition     = length(google_cloud_run_v2_service.query[0].template[0].containers) == 2 && google_cloud_run_v2_service.query[0].template[0].containers[1].depends_on == tolist(["query"])
+    error_message = "the sidecar runs beside the query container and starts after it"
+  }
+  assert {
+    condition     = length(google_cloud_run_v2_service.query[0].template[0].containers[1].ports) == 0
+    error_message = "only the query container takes requests"
+  }
+  assert {
+    condition     = google_project_iam_member.query_metrics_writer[0].role == "roles/monitoring.metricWriter" && google_project_iam_member.query_metrics_writer[0].member == "serviceAccount:fleetcast-query@studio-fleets.iam.gserviceaccount.com"
+    error_message = "the query identity writes the series"
+  }
+}
+
+run "metrics_export_needs_the_service" {
+  command = plan
+  variables {
+    query_metrics_export = true
+  }
+  expect_failures = [var.query_metrics_export]
+}
