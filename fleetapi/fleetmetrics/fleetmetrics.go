@@ -212,15 +212,7 @@ func Collect(r *fleetapi.Read, o Options) *Snapshot {
 	}
 	if s.aggregated {
 		slices.SortFunc(s.rows, func(a, b *row) int { return slices.Compare(a.labels, b.labels) })
-		kept, n := s.rows[:0], 0
-		for _, g := range s.rows {
-			if n += g.series(true); n > maxSeries {
-				s.omitted += g.series(true)
-				continue
-			}
-			kept = append(kept, g)
-		}
-		s.rows = kept
+		s.rows = s.fairShare(maxSeries)
 	}
 	now := r.Now()
 	for _, c := range r.Clusters().Items {
@@ -229,6 +221,40 @@ func Collect(r *fleetapi.Read, o Options) *Snapshot {
 		})
 	}
 	return s
+}
+
+// fairShare keeps the sums that fit in maxSeries, each cluster within an
+// equal share of it: what one cluster's fleets carry (a label value or a
+// counter name per fleet) can leave its own sums out, never another
+// cluster's. A sum too large for its cluster's share is left out whole
+// and counted; the cluster's next sums may still fit. The rows are sorted
+// by cluster first.
+func (s *Snapshot) fairShare(maxSeries int) []*row {
+	clusters := 0
+	for i, g := range s.rows {
+		if i == 0 || g.labels[0] != s.rows[i-1].labels[0] {
+			clusters++
+		}
+	}
+	if clusters == 0 {
+		return s.rows
+	}
+	share := maxSeries / clusters
+	kept := make([]*row, 0, len(s.rows))
+	used := 0
+	for i, g := range s.rows {
+		if i == 0 || g.labels[0] != s.rows[i-1].labels[0] {
+			used = 0
+		}
+		n := g.series(true)
+		if used+n > share {
+			s.omitted += n
+			continue
+		}
+		used += n
+		kept = append(kept, g)
+	}
+	return kept
 }
 
 func labelNames(keys []string) []string {
@@ -281,6 +307,9 @@ func (s *Snapshot) Aggregated() bool { return s.aggregated }
 func (s *Snapshot) Write(w io.Writer, format expfmt.Format) error {
 	enc := expfmt.NewEncoder(w, format)
 	for mf := range s.families() {
+		if len(mf.Metric) == 0 {
+			continue // the text format has no empty family: expfmt refuses one
+		}
 		if err := enc.Encode(mf); err != nil {
 			return err
 		}

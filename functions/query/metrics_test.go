@@ -3,6 +3,7 @@ package query_test
 import (
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -152,7 +153,8 @@ func TestMetricsEqualTheFleetsAPI(t *testing.T) {
 
 // TestMetricsAggregateBeyondTheSeriesLimit: past the series limit, the
 // series are sums by cluster and the chosen labels, equal to the sums of
-// /v1/fleets' fleets; sums that do not fit are left out whole and counted.
+// /v1/fleets' fleets; each cluster has an equal share of the limit, and
+// sums that do not fit in it are left out whole and counted.
 func TestMetricsAggregateBeyondTheSeriesLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -163,10 +165,12 @@ func TestMetricsAggregateBeyondTheSeriesLimit(t *testing.T) {
 		// 9 fleets are 8×6+7 = 55 series per fleet: over 40. Summed by
 		// cluster and version: pc 1.41, 1.42, 1.43; ps5 1.41, 1.42, of
 		// 5 replica gauges, fleets and rooms (1.43: players, rollout):
-		// 7 series each, 8 for pc 1.43; the first 5 fit in 40.
-		{"over the limit", fleetmetrics.Options{Labels: []string{"app.kubernetes.io/version"}, MaxSeries: 40}, 5, 0},
+		// 7 series each, 8 for pc 1.43. pc and ps5 have 20 each: pc's
+		// 1.43 does not fit after its 14.
+		{"over the limit", fleetmetrics.Options{Labels: []string{"app.kubernetes.io/version"}, MaxSeries: 40}, 4, 8},
 		{"asked for", fleetmetrics.Options{Labels: []string{"app.kubernetes.io/version"}, Aggregate: true}, 5, 0},
-		{"sums that do not fit", fleetmetrics.Options{Labels: []string{"app.kubernetes.io/version"}, MaxSeries: 30}, 4, 7},
+		// 10 each: one sum of each cluster.
+		{"sums that do not fit", fleetmetrics.Options{Labels: []string{"app.kubernetes.io/version"}, MaxSeries: 20}, 2, 22},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, mem := serverWith(t, query.WithMetrics(tc.opts))
@@ -274,5 +278,48 @@ func TestMetricsConfiguration(t *testing.T) {
 	for _, want := range []string{`METRICS_LABELS="platform,not a key,a.b,a_b"`, `"not a key" is not a label key`, `"a.b" and "a_b" are both label_a_b`,
 		`METRICS_MAX_SERIES="0"`, `METRICS_AGGREGATE="sometimes"`} {
 		assert.Contains(t, err.Error(), want)
+	}
+}
+
+// TestOneClustersLabelsCannotCrowdOutAnother: a cluster whose fleets each
+// carry a version of their own makes a sum per fleet; they fill its own
+// share of the series limit, and every sum of the other cluster, whose
+// name sorts after it, is still served.
+func TestOneClustersLabelsCannotCrowdOutAnother(t *testing.T) {
+	srv, mem := serverWith(t, query.WithMetrics(fleetmetrics.Options{Labels: []string{"app.kubernetes.io/version"}, MaxSeries: 40}))
+	now := time.Now()
+	for i := range 30 {
+		mem.PutFleet(fleet.Document{Cluster: "pc", Namespace: "noisy", Name: fmt.Sprintf("n%02d", i), UID: "u", Version: fleet.Version{Term: 1, Seq: int64(200 + i)},
+			Labels: map[string]string{"app.kubernetes.io/version": fmt.Sprintf("build-%02d", i)},
+			Spec:   &fleet.Spec{Replicas: 1}, Status: &fleet.DocStatus{Replicas: 1, ReadyReplicas: 1, Counters: map[string]fleet.DocAggregate{}, Lists: map[string]fleet.DocAggregate{}},
+			ObservedAt: now, IngestedAt: now})
+	}
+	mfs := scrape(t, srv.URL)
+	ready := series(mfs["fleetcast_fleet_ready_replicas"])
+	perCluster := map[string]int{}
+	for k := range ready {
+		perCluster[strings.Split(k, ",")[0]]++
+	}
+	assert.Equal(t, 2, perCluster["cluster=ps5"], "both of ps5's sums")
+	assert.Positive(t, series(mfs["fleetcast_metrics_series_omitted"])[""], "pc's own sums are left out")
+	total := 0
+	for name, mf := range mfs {
+		if strings.HasPrefix(name, "fleetcast_fleet") {
+			total += len(mf.Metric)
+		}
+	}
+	assert.LessOrEqual(t, total, 40)
+}
+
+// TestMetricsWithoutRolloutsOrLists: a family with nothing to say is left
+// out, not an empty family, which the text format cannot hold (expfmt
+// refuses one, which used to cut the answer short there).
+func TestMetricsWithoutRolloutsOrLists(t *testing.T) {
+	srv, _ := serverWith(t)
+	mfs := scrape(t, srv.URL)
+	assert.NotContains(t, mfs, "fleetcast_fleet_rollout_complete", "no rollout is known")
+	assert.NotContains(t, mfs, "fleetcast_fleet_list_available", "no fleet has a list")
+	for _, name := range []string{"fleetcast_fleet_counter_available", "fleetcast_cluster_stale", "fleetcast_metrics_aggregated", "fleetcast_metrics_series_omitted"} {
+		assert.Contains(t, mfs, name, "the families after them are served")
 	}
 }
