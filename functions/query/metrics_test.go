@@ -1,6 +1,7 @@
 package query_test
 
 import (
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
@@ -198,16 +199,9 @@ func TestMetricsAggregateBeyondTheSeriesLimit(t *testing.T) {
 					total += len(mf.Metric)
 				}
 			}
-			assert.LessOrEqual(t, total, cmpOr(tc.opts.MaxSeries, fleetmetrics.DefaultMaxSeries))
+			assert.LessOrEqual(t, total, cmp.Or(tc.opts.MaxSeries, fleetmetrics.DefaultMaxSeries))
 		})
 	}
-}
-
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 // TestMetricsNegotiateAndRefuse: the format is the scraper's choice

@@ -26,6 +26,10 @@ locals {
     "NOT httpRequest.requestUrl:\"/v1/watch\"",
     "NOT httpRequest.requestUrl:\"/WatchFleets\"",
   ])
+  # Cloud Run's count of the query side's answers, and Pub/Sub's of its
+  # pushes into the ingest function.
+  query_request_count = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}\""
+  ingest_pushes       = "metric.type=\"pubsub.googleapis.com/subscription/push_request_count\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=starts_with(\"${var.name_prefix}-ingest-\")"
   # Cloud Monitoring counts an absence in whole minutes, at least two.
   stale_after_seconds = tonumber(trimsuffix(trimsuffix(var.stale_after, "s"), "m")) * (endswith(var.stale_after, "m") ? 60 : 1)
   stale_alert_after   = "${max(120, ceil(local.stale_after_seconds / 60) * 60)}s"
@@ -278,8 +282,8 @@ resource "google_monitoring_alert_policy" "query_errors" {
   conditions {
     display_name = "5xx answers of ${local.query_name}"
     condition_threshold {
-      filter             = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}\" AND metric.labels.response_code_class=\"5xx\""
-      denominator_filter = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}\""
+      filter             = "${local.query_request_count} AND metric.labels.response_code_class=\"5xx\""
+      denominator_filter = local.query_request_count
       comparison         = "COMPARISON_GT"
       threshold_value    = var.alert_query_5xx_ratio
       duration           = "300s"
@@ -314,8 +318,8 @@ resource "google_monitoring_alert_policy" "push_errors" {
   conditions {
     display_name = "Pushes into ${local.ingest_name} not acknowledged"
     condition_threshold {
-      filter             = "metric.type=\"pubsub.googleapis.com/subscription/push_request_count\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=starts_with(\"${var.name_prefix}-ingest-\") AND NOT metric.labels.response_class=\"ack\""
-      denominator_filter = "metric.type=\"pubsub.googleapis.com/subscription/push_request_count\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=starts_with(\"${var.name_prefix}-ingest-\")"
+      filter             = "${local.ingest_pushes} AND NOT metric.labels.response_class=\"ack\""
+      denominator_filter = local.ingest_pushes
       comparison         = "COMPARISON_GT"
       threshold_value    = var.alert_push_error_ratio
       duration           = "900s"
@@ -356,8 +360,8 @@ resource "google_monitoring_slo" "query_availability" {
   rolling_period_days = 28
   request_based_sli {
     good_total_ratio {
-      bad_service_filter   = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}\" AND metric.labels.response_code_class=\"5xx\""
-      total_service_filter = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}\""
+      bad_service_filter   = "${local.query_request_count} AND metric.labels.response_code_class=\"5xx\""
+      total_service_filter = local.query_request_count
     }
   }
 }
@@ -424,7 +428,7 @@ locals {
     ["Ingest lag p50 (ms)", "metric.type=\"${local.user_metric}/${google_logging_metric.ingest_lag.name}\" AND resource.type=\"cloud_run_revision\"", "ALIGN_DELTA", "REDUCE_PERCENTILE_50", ["metric.label.cluster"]],
     ["Events dropped by reason (/ s)", "metric.type=\"${local.user_metric}/${google_logging_metric.ingest_dropped.name}\" AND resource.type=\"cloud_run_revision\"", "ALIGN_RATE", "REDUCE_SUM", ["metric.label.reason_code"]],
     ["Events ingested by outcome (/ s)", "metric.type=\"${local.user_metric}/${google_logging_metric.ingest_outcome.name}\" AND resource.type=\"cloud_run_revision\"", "ALIGN_RATE", "REDUCE_SUM", ["metric.label.outcome"]],
-    ["Query requests by response class (/ s)", "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}\"", "ALIGN_RATE", "REDUCE_SUM", ["metric.label.response_code_class"]],
+    ["Query requests by response class (/ s)", local.query_request_count, "ALIGN_RATE", "REDUCE_SUM", ["metric.label.response_code_class"]],
     ["Query latency p99, requests (s)", "metric.type=\"${local.user_metric}/${google_logging_metric.query_latency.name}\" AND resource.type=\"cloud_run_revision\"", "ALIGN_DELTA", "REDUCE_PERCENTILE_99", []],
     ["Instances", "metric.type=\"run.googleapis.com/container/instance_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=one_of(\"${local.ingest_name}\", \"${local.query_name}\")", "ALIGN_MAX", "REDUCE_SUM", ["resource.label.service_name"]],
     ["Dead-lettered events waiting", "metric.type=\"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=\"${google_pubsub_subscription.dead_letter.name}\"", "ALIGN_MAX", "REDUCE_SUM", []],
