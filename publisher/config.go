@@ -38,6 +38,10 @@ type Config struct {
 	SnapshotPartBytes int           // largest snapshot part, in bytes of its event
 	LogLevel          slog.Level
 	PublisherVersion  string // the software version events carry
+	// TraceSampleRatio is the share of publishes whose traces are sampled
+	// and exported to Cloud Trace, from 0 (none) to 1; the ingest function
+	// follows each event's decision.
+	TraceSampleRatio float64
 
 	// Publish sends the cluster's fleets to Pub/Sub (Project, Topic, the
 	// Lease). False: the publisher only serves InformationService
@@ -129,6 +133,9 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &FieldError{Field: field, Err: fmt.Errorf(format, args...)})
+	}
+	if !(c.TraceSampleRatio >= 0 && c.TraceSampleRatio <= 1) {
+		bad("TraceSampleRatio", "%v: want a number from 0 to 1", c.TraceSampleRatio)
 	}
 	if c.Cluster == "" {
 		bad("Cluster", "is required")

@@ -9,6 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
@@ -226,8 +230,40 @@ func (s *Sender) dispatch(ctx context.Context) time.Time {
 	return next
 }
 
+// PublishSpanName is the name of the span of each publish: from the time
+// the event was queued (its fleet's change observed) to Pub/Sub's answer.
+// It begins the event's trace, which the message carries to the ingest
+// function.
+const PublishSpanName = "fleetcast.publish"
+
+var tracer = otel.Tracer("github.com/fleetcast/fleetcast/publisher")
+
+// startPublishSpan begins the span of one publish, dated from the time its
+// event was queued.
+func startPublishSpan(ctx context.Context, key string, o *outgoing) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{
+		attribute.String("messaging.system", "gcp_pubsub"),
+		attribute.String("messaging.operation.type", "send"),
+		attribute.String("fleetcast.cluster", o.ev.Cluster),
+		attribute.String("fleetcast.kind", string(o.ev.Kind)),
+		attribute.String("fleetcast.version", o.ev.Version.String()),
+		attribute.Int("fleetcast.attempt", o.attempts+1),
+	}
+	if o.ev.Kind != fleet.KindSnapshot {
+		attrs = append(attrs, attribute.String("fleetcast.fleet", key))
+	}
+	return tracer.Start(ctx, PublishSpanName, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithTimestamp(o.stamped), trace.WithAttributes(attrs...))
+}
+
 func (s *Sender) send(ctx context.Context, key string, o *outgoing, gen uint64) {
+	ctx, span := startPublishSpan(ctx, key, o)
+	defer span.End()
 	err := s.transport.Send(ctx, o.ev)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "publish failed")
+	}
 	var refused func(fleet.Event)
 	defer func() {
 		if refused != nil {
@@ -251,7 +287,7 @@ func (s *Sender) send(ctx context.Context, key string, o *outgoing, gen uint64) 
 		refused = s.onRefused
 		if _, said := s.refused[key]; !said {
 			s.refused[key] = struct{}{}
-			s.log.Error("dropping an event that cannot be published; later ones of this key are dropped quietly until one succeeds",
+			s.log.ErrorContext(ctx, "dropping an event that cannot be published; later ones of this key are dropped quietly until one succeeds",
 				logging.KeyKind, kind, logging.KeyFleet, key, logging.KeyVersion, o.ev.Version.String(), logging.KeyError, err.Error())
 		}
 	} else {
@@ -265,7 +301,7 @@ func (s *Sender) send(ctx context.Context, key string, o *outgoing, gen uint64) 
 			o.notBefore = s.clock.Now().Add(o.backoff.Step())
 			s.queue[key] = o
 		}
-		s.log.Warn("publish failed; will retry with the latest state",
+		s.log.WarnContext(ctx, "publish failed; will retry with the latest state",
 			logging.KeyKind, kind, logging.KeyFleet, key, logging.KeyVersion, o.ev.Version.String(),
 			"attempts", o.attempts, logging.KeyError, err.Error())
 	}

@@ -14,6 +14,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	schema "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"go.opentelemetry.io/otel"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/schemas"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 // Attributes every fleet event message carries, so that subscriptions can
@@ -190,6 +192,11 @@ func (t *Transport) Send(ctx context.Context, ev fleet.Event) error {
 	if err != nil {
 		return fmt.Errorf("encode %s %v: %w", ev.Kind, ev.Version, err)
 	}
+	// The trace of ctx (the Sender's publish span) goes with the message,
+	// as the Pub/Sub client's OpenTelemetry support carries it
+	// (googclient_traceparent); with that support on, the client puts its
+	// own span's in its place, of the same trace.
+	otel.GetTextMapPropagator().Inject(ctx, telemetry.AttributeCarrier(msg.Attributes))
 	if _, err := t.pub.Publish(ctx, msg).Get(ctx); err != nil {
 		// A failed publish pauses its ordering key until resumed; the
 		// caller retries with the latest state of the fleet.

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
@@ -16,6 +17,7 @@ import (
 	// the buildpack's main imports it.
 	_ "github.com/fleetcast/fleetcast"
 
+	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/internal/cli"
 )
 
@@ -56,6 +58,12 @@ at /<Name> when unset), PORT (8080), HOST (127.0.0.1), and each function's varia
 	case <-ctx.Done():
 		// The framework has no graceful shutdown; in-flight events are
 		// redelivered by Pub/Sub since they were never acknowledged.
+		// The spans held are exported.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := fnruntime.FlushTracing(fctx); err != nil {
+			fmt.Fprintf(stderr, "fleetcast-functions: exporting the last spans: %v\n", err)
+		}
 		return nil
 	}
 }

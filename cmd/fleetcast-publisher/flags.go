@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/publisher"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 // envName is a flag's environment variable: FLEETCAST_ plus its name in
@@ -62,6 +63,10 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	f.dur(&cfg.ShutdownGrace, "shutdown-grace", "ShutdownGrace", "on SIGTERM, how long to try to publish what is pending")
 	f.fn("log-level", "LogLevel", "DEBUG, INFO, WARNING or ERROR (default INFO)", func(s string) (err error) {
 		cfg.LogLevel, err = logging.ParseLevel(s)
+		return err
+	})
+	f.fn("trace-sample-ratio", "TraceSampleRatio", "share of publishes whose traces are exported to Cloud Trace, 0 to 1 (default 0: none)", func(s string) (err error) {
+		cfg.TraceSampleRatio, err = telemetry.ParseRatio(s)
 		return err
 	})
 	f.boolean(&cfg.Publish, "publish", "Publish", "publish the fleets to Pub/Sub; false: only serve InformationService (--grpc-addr), with no Pub/Sub, Google credentials or Lease")

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"k8s.io/client-go/rest"
@@ -19,6 +20,7 @@ import (
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/publisher"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 func main() { cli.Main("fleetcast-publisher", run) }
@@ -40,9 +42,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		enc.SetIndent("", "  ")
 		return enc.Encode(cfg)
 	}
-	log := logging.New(stdout, cfg.LogLevel)
+	log := logging.New(stdout, cfg.LogLevel, logging.WithProject(cfg.Project))
 	// client-go logs through klog: into the same JSON stream.
 	klog.SetSlogLogger(log)
+	tracing, err := telemetry.Start(ctx, telemetry.Config{
+		Service: "fleetcast-publisher", Version: publisher.Version, Project: cfg.Project, SampleRatio: cfg.TraceSampleRatio,
+	}, telemetry.WithGetenv(getenv))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Export what the shutdown's last publishes traced.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(ctx); err != nil {
+			log.Warn("traces not exported at shutdown", logging.KeyError, err.Error())
+		}
+	}()
 
 	kube, err := kubeConfig(cfg.Kubeconfig)
 	if err != nil {
@@ -52,7 +68,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	var transport publisher.Transport
 	if cfg.Publish {
-		client, err := pubsub.NewClient(ctx, cfg.Project, pubsubtopic.ClientOptions()...)
+		// The client's own OpenTelemetry spans (batching, the publish
+		// RPC) join each publish's trace.
+		client, err := pubsub.NewClientWithConfig(ctx, cfg.Project, &pubsub.ClientConfig{EnableOpenTelemetryTracing: true}, pubsubtopic.ClientOptions()...)
 		if err != nil {
 			return fmt.Errorf("pubsub client: %w", err)
 		}

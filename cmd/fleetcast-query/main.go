@@ -74,7 +74,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	return serve(ctx, ln, h, grace, stderr)
+	err = serve(ctx, ln, h, grace, stderr)
+	// The spans of the last requests, within what Cloud Run allows.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if ferr := fnruntime.FlushTracing(fctx); ferr != nil {
+		fmt.Fprintf(stderr, "fleetcast-query: exporting the last spans: %v\n", ferr)
+	}
+	return err
 }
 
 // serve serves h on ln over HTTP/1.1 and h2c until ctx ends, then ends

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/fleetcast/fleetcast/logging"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 // Lazy makes a value on first use. A failure is returned, not remembered:
@@ -140,4 +141,58 @@ func (e *Env) Level(p *slog.Level, name string) {
 		*p, err = logging.ParseLevel(v)
 		return err
 	})
+}
+
+// Ratio is a sample ratio from 0 to 1 (telemetry.ParseRatio), def when
+// unset.
+func (e *Env) Ratio(p *float64, name string, def float64) {
+	*p = def
+	e.Func(name, func(v string) (err error) {
+		*p, err = telemetry.ParseRatio(v)
+		return err
+	})
+}
+
+// Project is the function's Google Cloud project, as GOOGLE_CLOUD_PROJECT
+// names it (Terraform sets it): the project of its traces and of the trace
+// names in its logs.
+func Project(getenv func(string) string) string { return getenv("GOOGLE_CLOUD_PROJECT") }
+
+var tracing struct {
+	mu sync.Mutex
+	t  *telemetry.Tracing
+}
+
+// Tracing starts the process's tracing once (telemetry.Start), for the
+// first function to ask: a process serves one function in production, and
+// every function at once only on a developer's machine.
+func Tracing(ctx context.Context, getenv func(string) string, service string, ratio float64) (*telemetry.Tracing, error) {
+	tracing.mu.Lock()
+	defer tracing.mu.Unlock()
+	if tracing.t != nil {
+		return tracing.t, nil
+	}
+	t, err := telemetry.Start(ctx, telemetry.Config{Service: service, Project: Project(getenv), SampleRatio: ratio}, telemetry.WithGetenv(getenv))
+	if err != nil {
+		return nil, err
+	}
+	tracing.t = t
+	return t, nil
+}
+
+// FlushTracing exports the spans the process's tracing holds, if it
+// started, and stops it: a program that serves the functions calls it as
+// it stops. (The Functions Framework stops at SIGTERM without a hook: a
+// function deployed by the buildpack can lose the spans of its last
+// moments — OTEL_BSP_SCHEDULE_DELAY, 5 s — if it is stopped while busy;
+// Cloud Run stops idle instances.)
+func FlushTracing(ctx context.Context) error {
+	tracing.mu.Lock()
+	defer tracing.mu.Unlock()
+	if tracing.t == nil {
+		return nil
+	}
+	err := tracing.t.Shutdown(ctx)
+	tracing.t = nil
+	return err
 }

@@ -30,11 +30,16 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/logging"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 // MessagePublishedData is the data of a google.cloud.pubsub.topic.v1.
@@ -107,11 +112,25 @@ const (
 // drop logs why a message is acknowledged without being applied.
 func (h *Handler) drop(ctx context.Context, msg, code string, attrs ...any) {
 	attrs = append(attrs, logging.KeyReasonCode, code, logging.KeyDropped, h.dropped.Add(1))
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(attribute.String("fleetcast.reason_code", code))
+	span.SetStatus(codes.Error, msg)
 	h.log.ErrorContext(ctx, msg, attrs...)
 }
 
+// SpanName is the name of the span each delivered message is applied in.
+const SpanName = "fleetcast.ingest"
+
+var tracer = otel.Tracer("github.com/fleetcast/fleetcast/functions/ingest")
+
 // Handle processes one CloudEvent. A nil return acknowledges the message.
-func (h *Handler) Handle(ctx context.Context, e event.Event) error {
+//
+// It applies the message in a span of its own (SpanName), the child of the
+// span whose W3C trace context the publisher put in the message's
+// attributes (googclient_traceparent): one trace follows an event from its
+// cluster to its Firestore write, whose spans the Firestore client makes
+// as children of this one.
+func (h *Handler) Handle(ctx context.Context, e event.Event) (err error) {
 	var msg MessagePublishedData
 	if err := e.DataAs(&msg); err != nil {
 		h.drop(ctx, "dropping event: data is not a Pub/Sub message", DropNotPubSub,
@@ -122,6 +141,25 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 	if id == "" {
 		id = e.ID()
 	}
+	ctx = otel.GetTextMapPropagator().Extract(ctx, telemetry.AttributeCarrier(msg.Message.Attributes))
+	ctx, span := tracer.Start(ctx, SpanName, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+		attribute.String("messaging.system", "gcp_pubsub"),
+		attribute.String("messaging.operation.type", "process"),
+		attribute.String("messaging.message.id", id),
+		attribute.String("messaging.destination.name", e.Source()),
+		attribute.Int("messaging.message.body.size", len(msg.Message.Data)),
+	))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "asking for redelivery")
+		}
+		span.End()
+	}()
+	return h.handle(ctx, span, e, msg, id)
+}
+
+func (h *Handler) handle(ctx context.Context, span trace.Span, e event.Event, msg MessagePublishedData, id string) error {
 	topic, topicCluster, err := ClusterOfSource(e.Source(), h.cfg.TopicPrefix)
 	if err != nil {
 		h.drop(ctx, "dropping event: its topic is no cluster's", DropUnboundTopic,
@@ -146,8 +184,11 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 		logging.KeyCluster, ev.Cluster,
 		logging.KeyVersion, ev.Version.String(),
 	}
+	span.SetAttributes(attribute.String("fleetcast.cluster", ev.Cluster), attribute.String("fleetcast.kind", string(ev.Kind)),
+		attribute.String("fleetcast.version", ev.Version.String()))
 	if ev.Kind != fleet.KindSnapshot {
 		attrs = append(attrs, logging.KeyFleet, ev.Key().DocID())
+		span.SetAttributes(attribute.String("fleetcast.fleet", ev.Key().DocID()))
 	}
 	if ev.Cluster != topicCluster {
 		h.drop(ctx, "dropping fleet event for another cluster than its topic's", DropForeignCluster,
@@ -205,6 +246,8 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 		return fmt.Errorf("apply message %s: %w", id, err)
 	}
 	attrs = append(attrs, logging.KeyWrites, res.Writes, logging.KeyLagMillis, res.LagMillis)
+	span.SetAttributes(attribute.String("fleetcast.outcome", string(res.Outcome)), attribute.Int("fleetcast.writes", res.Writes),
+		attribute.Int64("fleetcast.lag_ms", res.LagMillis))
 	if ev.Kind == fleet.KindSnapshot && res.Outcome == fleet.OutcomeStale {
 		// Overtaken by a newer snapshot: late, or replayed.
 		h.log.DebugContext(ctx, "fleet event ingested", append(attrs, logging.KeyOutcome, string(res.Outcome),
@@ -373,6 +416,10 @@ type Config struct {
 	MaxClusterInFlight int
 	// LogLevel is the minimum severity logged.
 	LogLevel slog.Level
+	// TraceSampleRatio is the share of traces sampled that no publisher
+	// began (an event whose publisher sampled its trace, or did not, is
+	// sampled as it decided); 0 exports no span.
+	TraceSampleRatio float64
 }
 
 // ConfigFromEnv reads the configuration (docs/operations.md's table); the
@@ -387,6 +434,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	e.Int(&c.MaxClusterInFlight, "MAX_CLUSTER_IN_FLIGHT", DefaultMaxClusterInFlight, 1)
 	e.String(&c.TopicPrefix, "TOPIC_PREFIX", DefaultTopicPrefix)
 	e.Level(&c.LogLevel, "LOG_LEVEL")
+	e.Ratio(&c.TraceSampleRatio, "TRACE_SAMPLE_RATIO", 0)
 	return c, e.Err()
 }
 
@@ -401,8 +449,12 @@ var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*H
 	if err != nil {
 		return nil, err
 	}
+	if _, err := fnruntime.Tracing(ctx, os.Getenv, "fleetcast-ingest", cfg.TraceSampleRatio); err != nil {
+		return nil, fmt.Errorf("configure IngestFleetEvents: %w", err)
+	}
 	store := firestoredb.New(client, cfg.TombstoneRetention, time.Now).WithFullReconcileEvery(cfg.FullReconcileEvery)
-	return NewHandler(store, logging.New(os.Stdout, cfg.LogLevel), cfg, time.Now), nil
+	log := logging.New(os.Stdout, cfg.LogLevel, logging.WithProject(fnruntime.Project(os.Getenv)))
+	return NewHandler(store, log, cfg, time.Now), nil
 }}
 
 // IngestFleetEvents is the Cloud Function's entry point: an HTTP function

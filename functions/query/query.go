@@ -26,6 +26,7 @@ import (
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/functions/query/dashboard"
 	"github.com/fleetcast/fleetcast/logging"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 // Handler serves the query API.
@@ -34,6 +35,8 @@ type Handler struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	streams *fleetrpc.Streams
+	// traced serves mux in a span per request or stream.
+	traced http.Handler
 	// writeTimeout bounds each write of a stream.
 	writeTimeout time.Duration
 	metricsOpts  fleetmetrics.Options
@@ -84,6 +87,8 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 	h.mux.Handle("/", dashboard.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, &fleetapi.Error{Code: fleetapi.NotFound, Message: fmt.Sprintf("no such resource: %s", r.URL.Path)})
 	})))
+	// A span per request and per stream (telemetry.Handler).
+	h.traced = telemetry.Handler(http.HandlerFunc(h.serve), h.mux)
 	return h
 }
 
@@ -93,7 +98,9 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 // before anything larger is held.
 const MaxRequestBytes = fleetrpc.MaxRequestBytes
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.traced.ServeHTTP(w, r) }
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 	}
@@ -302,6 +309,9 @@ func matchesETag(header, etag string) bool {
 type Config struct {
 	View     fleetapi.Options
 	LogLevel slog.Level
+	// TraceSampleRatio is the share of requests and streams whose spans
+	// are exported to Cloud Trace; 0 exports none.
+	TraceSampleRatio float64
 	// StreamWriteTimeout: see DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
 	Metrics            fleetmetrics.Options
@@ -355,6 +365,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return nil
 	})
 	e.Level(&c.LogLevel, "LOG_LEVEL")
+	e.Ratio(&c.TraceSampleRatio, "TRACE_SAMPLE_RATIO", 0)
 	return c, e.Err()
 }
 
@@ -371,7 +382,10 @@ func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Hand
 	if err != nil {
 		return nil, err
 	}
-	log := logging.New(logs, cfg.LogLevel)
+	if _, err := fnruntime.Tracing(ctx, getenv, "fleetcast-query", cfg.TraceSampleRatio); err != nil {
+		return nil, fmt.Errorf("configure the query API: %w", err)
+	}
+	log := logging.New(logs, cfg.LogLevel, logging.WithProject(fnruntime.Project(getenv)))
 	cfg.View.Log = log
 	svc := fleetapi.NewService(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now), cfg.View)
 	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics)), nil

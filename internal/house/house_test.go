@@ -271,7 +271,7 @@ func TestTheCLIReadsLikeKubectls(t *testing.T) {
 // runs upward and no cycle can form across floors. A package no prefix
 // names fails the test: a new room is placed on purpose.
 var layers = [][]string{
-	{"fleet", "logging", "schemas", "gen/"},                                                 // the domain and the contracts
+	{"fleet", "logging", "telemetry", "schemas", "gen/"},                                    // the domain, the contracts, and telemetry
 	{"firestoredb", "fleetapi", "pubsubtopic", "publisher"},                                 // adapters, the read model, the agent
 	{"fleetclient", "fleetwatch", "functions/", ".", "internal/build/"},                     // clients, the functions, build checks
 	{"internal/testenv", "internal/cli", "internal/demo"},                                   // what programs and tests run on

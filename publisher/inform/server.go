@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetrpc"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 // Server answers InformationService for one cluster from a Store.
@@ -38,7 +39,7 @@ func Listen(addr string, store *Store, certs *Certs, opts fleetapi.Options, log 
 	mux := http.NewServeMux()
 	mux.Handle(fleetrpc.NewHandler(s.svc, log))
 	s.srv = &http.Server{
-		Handler:           mux,
+		Handler:           telemetry.Handler(mux, mux),
 		Protocols:         new(http.Protocols),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       5 * time.Minute,
