@@ -1,7 +1,6 @@
 package emulatortests
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
@@ -9,9 +8,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fleetcast/fleetcast/fleet"
@@ -45,7 +42,7 @@ func TestOneTraceFromStatusPatchToFirestoreWrite(t *testing.T) {
 	t.Cleanup(fn.stop)
 	p := newPipelineTo(t, fn)
 
-	mem := startPublisherTracing(t)
+	mem := otlptest.Capture(t, telemetry.Config{Service: "fleetcast-publisher", Version: "test", Project: project, SampleRatio: 1})
 	client, err := pubsub.NewClientWithConfig(t.Context(), project, &pubsub.ClientConfig{EnableOpenTelemetryTracing: true},
 		append(emulator.EmulatorOptions(emulator.Host(t, emulator.PubSubHostEnv)), pubsubtopic.ClientOptions()...)...)
 	require.NoError(t, err)
@@ -131,23 +128,6 @@ func TestOneTraceFromStatusPatchToFirestoreWrite(t *testing.T) {
 	assert.Equal(t, "projects/"+project+"/traces/"+traceID, lines[0][logging.FieldTrace])
 	assert.Equal(t, true, lines[0][logging.FieldTraceSampled])
 	assert.Equal(t, "fleet event ingested", lines[0]["message"])
-}
-
-// startPublisherTracing installs this process's tracer provider, sampling
-// every trace into memory, until the test ends.
-func startPublisherTracing(t *testing.T) *tracetest.InMemoryExporter {
-	t.Helper()
-	prevProvider, prevPropagator := otel.GetTracerProvider(), otel.GetTextMapPropagator()
-	mem := tracetest.NewInMemoryExporter()
-	tracing, err := telemetry.Start(t.Context(), telemetry.Config{Service: "fleetcast-publisher", Version: "test", Project: project, SampleRatio: 1},
-		telemetry.WithExporter(mem))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prevProvider)
-		otel.SetTextMapPropagator(prevPropagator)
-		_ = tracing.Shutdown(context.Background())
-	})
-	return mem
 }
 
 // descends says whether s is a descendant of the span ancestor.

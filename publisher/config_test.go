@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -25,8 +26,9 @@ func TestValidateNamesEveryField(t *testing.T) {
 	c.RenewDeadline = 20 * time.Second
 	c.RefreshInterval = -time.Second
 	c.LeaseName = ""
+	c.TraceSampleRatio = math.NaN()
 	err := c.Validate()
-	assert.ElementsMatch(t, []string{"Cluster", "ClusterLabels", "LabelSelector", "SnapshotInterval", "RenewDeadline", "RefreshInterval", "LeaseName"}, fields(FieldErrors(err)))
+	assert.ElementsMatch(t, []string{"Cluster", "ClusterLabels", "LabelSelector", "SnapshotInterval", "RenewDeadline", "RefreshInterval", "LeaseName", "TraceSampleRatio"}, fields(FieldErrors(err)))
 	assert.Contains(t, err.Error(), "RenewDeadline: 20s must be shorter than LeaseDuration 15s")
 }
 

@@ -236,7 +236,10 @@ func (s *Sender) dispatch(ctx context.Context) time.Time {
 // function.
 const PublishSpanName = "fleetcast.publish"
 
-var tracer = otel.Tracer("github.com/fleetcast/fleetcast/publisher")
+// tracer is the global provider's tracer, asked for each span: one kept
+// from before the provider was installed would stay bound to the first
+// provider ever installed (OpenTelemetry's global delegates once).
+func tracer() trace.Tracer { return otel.Tracer("github.com/fleetcast/fleetcast/publisher") }
 
 // startPublishSpan begins the span of one publish, dated from the time its
 // event was queued.
@@ -252,7 +255,7 @@ func startPublishSpan(ctx context.Context, key string, o *outgoing) (context.Con
 	if o.ev.Kind != fleet.KindSnapshot {
 		attrs = append(attrs, attribute.String("fleetcast.fleet", key))
 	}
-	return tracer.Start(ctx, PublishSpanName, trace.WithSpanKind(trace.SpanKindProducer),
+	return tracer().Start(ctx, PublishSpanName, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithTimestamp(o.stamped), trace.WithAttributes(attrs...))
 }
 

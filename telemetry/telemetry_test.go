@@ -12,14 +12,19 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/fleetcast/fleetcast/telemetry"
 )
 
-// restoreGlobals puts OpenTelemetry's globals back when the test ends.
+// restoreGlobals leaves OpenTelemetry's globals a no-op provider and
+// propagator when the test ends, as they are before any Start (setting
+// back the original global delegate itself would only log that it is).
 func restoreGlobals(t *testing.T) {
-	tp, prop := otel.GetTracerProvider(), otel.GetTextMapPropagator()
-	t.Cleanup(func() { otel.SetTracerProvider(tp); otel.SetTextMapPropagator(prop) })
+	t.Cleanup(func() {
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
+	})
 }
 
 func TestParseRatio(t *testing.T) {

@@ -13,14 +13,15 @@ import (
 
 func TestParseConfig(t *testing.T) {
 	env := map[string]string{
-		"FLEETCAST_CLUSTER":        "pc-eu",
-		"GOOGLE_CLOUD_PROJECT":     "proj",
-		"FLEETCAST_MIN_INTERVAL":   "250ms",
-		"FLEETCAST_NAMESPACES":     "games, beta",
-		"FLEETCAST_LEADER_ELECT":   "false",
-		"FLEETCAST_CLUSTER_LABELS": "platform=pc,region=eu",
-		"POD_NAME":                 "pub-7",
-		"POD_NAMESPACE":            "fleetcast",
+		"FLEETCAST_CLUSTER":            "pc-eu",
+		"GOOGLE_CLOUD_PROJECT":         "proj",
+		"FLEETCAST_MIN_INTERVAL":       "250ms",
+		"FLEETCAST_NAMESPACES":         "games, beta",
+		"FLEETCAST_LEADER_ELECT":       "false",
+		"FLEETCAST_CLUSTER_LABELS":     "platform=pc,region=eu",
+		"POD_NAME":                     "pub-7",
+		"POD_NAMESPACE":                "fleetcast",
+		"FLEETCAST_TRACE_SAMPLE_RATIO": "0.05",
 	}
 	c, _, err := parseConfig([]string{"--min-interval=2s", "--labels-exclude=pod-template-hash,noisy/*"}, func(k string) string { return env[k] }, io.Discard)
 	require.NoError(t, err)
@@ -35,6 +36,7 @@ func TestParseConfig(t *testing.T) {
 	assert.Equal(t, []string{"pod-template-hash", "noisy/*"}, c.Projection.ExcludeLabels)
 	assert.Equal(t, 30*time.Second, c.SnapshotInterval)
 	assert.Equal(t, "fleet-events-pc-eu", c.Topic, "each cluster its own topic")
+	assert.Equal(t, 0.05, c.TraceSampleRatio)
 }
 
 func TestParseConfigErrorsNameTheSetting(t *testing.T) {
@@ -57,6 +59,8 @@ func TestParseConfigErrorsNameTheSetting(t *testing.T) {
 		{"stray argument", []string{"extra"}, base, "unexpected arguments"},
 		{"bad duration flag", []string{"--lease-duration=long"}, base, "--lease-duration"},
 		{"bad log level", []string{"--log-level=LOUD"}, base, "--log-level"},
+		{"ratio above 1", []string{"--trace-sample-ratio=5"}, base, "--trace-sample-ratio"},
+		{"ratio not a number", nil, map[string]string{"FLEETCAST_CLUSTER": "pc", "GOOGLE_CLOUD_PROJECT": "p", "FLEETCAST_TRACE_SAMPLE_RATIO": "NaN"}, "FLEETCAST_TRACE_SAMPLE_RATIO"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -121,7 +121,10 @@ func (h *Handler) drop(ctx context.Context, msg, code string, attrs ...any) {
 // SpanName is the name of the span each delivered message is applied in.
 const SpanName = "fleetcast.ingest"
 
-var tracer = otel.Tracer("github.com/fleetcast/fleetcast/functions/ingest")
+// tracer is the global provider's tracer, asked for each span: one kept
+// from before the provider was installed would stay bound to the first
+// provider ever installed (OpenTelemetry's global delegates once).
+func tracer() trace.Tracer { return otel.Tracer("github.com/fleetcast/fleetcast/functions/ingest") }
 
 // Handle processes one CloudEvent. A nil return acknowledges the message.
 //
@@ -142,7 +145,7 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) (err error) {
 		id = e.ID()
 	}
 	ctx = otel.GetTextMapPropagator().Extract(ctx, telemetry.AttributeCarrier(msg.Message.Attributes))
-	ctx, span := tracer.Start(ctx, SpanName, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+	ctx, span := tracer().Start(ctx, SpanName, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
 		attribute.String("messaging.system", "gcp_pubsub"),
 		attribute.String("messaging.operation.type", "process"),
 		attribute.String("messaging.message.id", id),

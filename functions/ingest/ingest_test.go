@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -18,10 +19,15 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
+	"github.com/fleetcast/fleetcast/internal/testenv/otlptest"
 	"github.com/fleetcast/fleetcast/logging"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 // recorder is an Applier that records events and answers with err.
@@ -409,4 +415,61 @@ func TestServeHTTPTurnsAPushIntoItsEvent(t *testing.T) {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	assert.Equal(t, http.StatusMethodNotAllowed, w.Code)
+}
+
+// TestEachMessageIsTracedAsItsPublishersChild: the message's
+// googclient_traceparent (as the Pub/Sub client writes it) is the parent of
+// the ingest span; the log line of the event names that trace and the
+// ingest span, sampled or not, and the code that wrote it.
+func TestEachMessageIsTracedAsItsPublishersChild(t *testing.T) {
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	spans := otlptest.Capture(t, telemetry.Config{Service: "fleetcast-ingest", SampleRatio: 0})
+	for _, sampled := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sampled=%v", sampled), func(t *testing.T) {
+			spans.Reset()
+			var buf bytes.Buffer
+			h := ingest.NewHandler(&recorder{}, logging.New(&buf, slog.LevelInfo, logging.WithProject("studio")), config(), func() time.Time { return now })
+			flags := map[bool]string{true: "01", false: "00"}[sampled]
+			data := pubsubData(validEvent(t))
+			data.Message.Attributes = map[string]string{"googclient_traceparent": "00-" + traceID + "-" + parentID + "-" + flags}
+			require.NoError(t, h.Handle(t.Context(), cloudEvent(t, data)))
+
+			lines := logLines(t, &buf)
+			require.Len(t, lines, 1)
+			assert.Equal(t, "projects/studio/traces/"+traceID, lines[0][logging.FieldTrace])
+			assert.Equal(t, sampled, lines[0][logging.FieldTraceSampled])
+			spanID, _ := lines[0][logging.FieldSpanID].(string)
+			assert.Len(t, spanID, 16)
+			assert.NotEqual(t, parentID, spanID, "the line is the ingest span's, not the publisher's")
+			loc, _ := lines[0][logging.FieldSourceLocation].(map[string]any)
+			assert.True(t, strings.HasSuffix(fmt.Sprint(loc["file"]), "functions/ingest/ingest.go"), "source location %v", loc)
+
+			if !sampled {
+				assert.Empty(t, spans.GetSpans(), "an unsampled trace exports nothing")
+				return
+			}
+			got := spans.GetSpans().Snapshots()
+			require.Len(t, got, 1)
+			s := got[0]
+			assert.Equal(t, ingest.SpanName, s.Name())
+			assert.Equal(t, trace.SpanKindConsumer, s.SpanKind())
+			assert.Equal(t, traceID, s.SpanContext().TraceID().String())
+			assert.Equal(t, parentID, s.Parent().SpanID().String())
+			assert.Equal(t, spanID, s.SpanContext().SpanID().String())
+			assert.Contains(t, s.Attributes(), attribute.String("fleetcast.outcome", "created"))
+			assert.Contains(t, s.Attributes(), attribute.String("fleetcast.cluster", "pc"))
+		})
+	}
+}
+
+// TestADropMarksItsSpan: a dropped message's span says why, as an error.
+func TestADropMarksItsSpan(t *testing.T) {
+	spans := otlptest.Capture(t, telemetry.Config{Service: "fleetcast-ingest", SampleRatio: 1})
+	h := ingest.NewHandler(&recorder{}, logging.New(io.Discard, slog.LevelInfo), config(), func() time.Time { return now })
+	require.NoError(t, h.Handle(t.Context(), cloudEvent(t, pubsubData(encoded(t, upsertOf("ps5"))))))
+	got := spans.GetSpans().Snapshots()
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0].Attributes(), attribute.String("fleetcast.reason_code", ingest.DropForeignCluster))
+	assert.Equal(t, codes.Error, got[0].Status().Code)
+	assert.False(t, got[0].Parent().IsValid(), "no trace context in the message: a trace of its own")
 }

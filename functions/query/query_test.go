@@ -20,7 +20,9 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
+	"github.com/fleetcast/fleetcast/internal/testenv/otlptest"
 	"github.com/fleetcast/fleetcast/logging"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 // TestOnlyUnavailabilityIsA503: a store that cannot answer now is 503
@@ -63,4 +65,42 @@ func TestOnlyUnavailabilityIsA503(t *testing.T) {
 			assert.Contains(t, line[logging.KeyError], tt.err.Error(), "the cause is logged")
 		})
 	}
+}
+
+// TestEachRequestHasASpanLinkedToItsCaller: a request is served in a span
+// named after its route, in a trace of the query side's own that links
+// the caller's (a reader's traceparent does not decide what is sampled
+// here, nor which trace the query side's lines join); the lines logged
+// while serving it name that span.
+func TestEachRequestHasASpanLinkedToItsCaller(t *testing.T) {
+	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	spans := otlptest.Capture(t, telemetry.Config{Service: "fleetcast-query", SampleRatio: 1})
+	var logs strings.Builder
+	src := fleetapitest.NewMemory(time.Now)
+	src.Err = errors.New("decode fleets/x: cannot unmarshal")
+	log := logging.New(&logs, logging.LevelWarning, logging.WithProject("studio"))
+	srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(src, fleetapi.Options{Log: log}), log))
+	defer srv.Close()
+
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1/fleets?cluster=pc", nil)
+	require.NoError(t, err)
+	req.Header.Set("traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+
+	got := spans.GetSpans().Snapshots()
+	require.Len(t, got, 1)
+	s := got[0]
+	assert.Equal(t, "GET /v1/fleets", s.Name(), "named by its route, not its query")
+	assert.NotEqual(t, callerTrace, s.SpanContext().TraceID().String(), "the caller's trace is not continued")
+	require.Len(t, s.Links(), 1)
+	assert.Equal(t, callerTrace, s.Links()[0].SpanContext.TraceID().String(), "but linked")
+
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	var line map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &line))
+	assert.Equal(t, "projects/studio/traces/"+s.SpanContext().TraceID().String(), line[logging.FieldTrace])
+	assert.Equal(t, s.SpanContext().SpanID().String(), line[logging.FieldSpanID])
 }

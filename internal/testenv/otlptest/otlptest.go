@@ -1,7 +1,8 @@
-// Package otlptest is an OTLP trace receiver for tests: a real gRPC
-// server implementing OpenTelemetry's collector TraceService, which a
-// process under test exports its spans to as it would to Cloud Trace's
-// Telemetry API (OTEL_EXPORTER_OTLP_ENDPOINT pointing here).
+// Package otlptest collects spans in tests: Receiver is an OTLP trace
+// receiver, a real gRPC server implementing OpenTelemetry's collector
+// TraceService, which a process under test exports its spans to as it
+// would to Cloud Trace's Telemetry API (OTEL_EXPORTER_OTLP_ENDPOINT
+// pointing here); Capture keeps this process's own spans in memory.
 package otlptest
 
 import (
@@ -11,12 +12,17 @@ import (
 	"strconv"
 	"sync"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 	collectorpb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 
 	"github.com/fleetcast/fleetcast/internal/testenv"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 // Span is one span received, with its resource's attributes.
@@ -113,4 +119,24 @@ func text(v *commonpb.AnyValue) string {
 		return strconv.FormatFloat(x.DoubleValue, 'g', -1, 64)
 	}
 	return v.String()
+}
+
+// Capture installs, as OpenTelemetry's globals until the test ends, the
+// tracer provider telemetry.Start makes for cfg, exporting every span it
+// samples synchronously to the returned in-memory exporter. At the end
+// the globals are a no-op provider and propagator again, as before any
+// Start.
+func Capture(tb testenv.TB, cfg telemetry.Config) *tracetest.InMemoryExporter {
+	tb.Helper()
+	mem := tracetest.NewInMemoryExporter()
+	tracing, err := telemetry.Start(context.Background(), cfg, telemetry.WithExporter(mem))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = tracing.Shutdown(context.Background())
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
+	})
+	return mem
 }
