@@ -234,6 +234,9 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{gke, []string{"intervals.shutdownGrace=1m"}, "/intervals/shutdownGrace"},
 		{gke, []string{"leaderElection.enabled=false"}, "every replica would publish"},
 		{gke, []string{"logLevel=LOUD"}, "/logLevel"},
+		{gke, []string{"traceSampleRatio=2"}, "/traceSampleRatio"},
+		{gke, []string{"traceSampleRatio=1.5"}, "/traceSampleRatio"},
+		{gke, []string{"traceSampleRatio=all"}, "/traceSampleRatio"},
 		{gke, []string{"identity.namespace=games"}, `identity.namespace "games": the Workload Identity binding is for that namespace's service account, but the release is in "fleetcast"`},
 		{gke, []string{"serviceAccount.name=Bad_Name"}, `serviceAccount.name "Bad_Name"`},
 		{gke, []string{"serviceAccount.nmae=x"}, "additional properties 'nmae' not allowed"},
@@ -270,12 +273,15 @@ func TestChartTemplatesGKE(t *testing.T) {
 	assert.Equal(t, "fleetcast-publisher-abc", cfg.ID)
 	assert.True(t, cfg.LeaderElect)
 	assert.Nil(t, cfg.Namespaces, "every namespace")
+	assert.Zero(t, cfg.TraceSampleRatio, "no trace exported unless asked")
 
 	// The topic defaults to Terraform's name for the cluster; settings map
 	// to the publisher's flags.
 	m, _ = mustRenderChart(t, "games-ops", nil, "cluster=ps5-asia", "project=p", "identity.type=none", "replicas=3",
-		"labelSelector=tier!=test", "intervals.snapshot=15s", "labelsExclude={noise/*,tmp}", "image.tag=0.2.9", "podDisruptionBudget.enabled=false")
+		"labelSelector=tier!=test", "intervals.snapshot=15s", "labelsExclude={noise/*,tmp}", "image.tag=0.2.9", "podDisruptionBudget.enabled=false",
+		"traceSampleRatio=0.05")
 	cfg = configOf(t, m, "x")
+	assert.Equal(t, 0.05, cfg.TraceSampleRatio, "--set passes it as a string")
 	assert.Equal(t, "fleet-events-ps5-asia", cfg.Topic)
 	assert.Equal(t, "tier!=test", cfg.LabelSelector)
 	assert.Equal(t, []string{"noise/*", "tmp"}, cfg.Projection.ExcludeLabels)

@@ -208,11 +208,20 @@ func (c AttributeCarrier) Keys() []string {
 // (GET /v1/fleets/{cluster}/{namespace}/{name}), never by the names a
 // request carries, so that span names stay few. A caller's trace context
 // is linked, not continued: what is sampled, and so billed, is this
-// deployment's setting, not what a reader asks for.
-func Handler(next http.Handler, mux *http.ServeMux) http.Handler {
+// deployment's setting, not what a reader asks for. A request for one of
+// procedures (RPC paths under a prefix route, such as
+// /fleetcast.v1.InformationService/Inform) is named by its path.
+func Handler(next http.Handler, mux *http.ServeMux, procedures ...string) http.Handler {
+	known := make(map[string]bool, len(procedures))
+	for _, p := range procedures {
+		known[p] = true
+	}
 	return otelhttp.NewHandler(next, "http",
 		otelhttp.WithPublicEndpointFn(func(*http.Request) bool { return true }),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			if known[r.URL.Path] {
+				return r.Method + " " + r.URL.Path
+			}
 			_, pattern := mux.Handler(r)
 			if pattern == "" {
 				return r.Method + " (no route)"

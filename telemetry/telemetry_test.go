@@ -99,7 +99,8 @@ func TestHandlerSpanNamesAndLinks(t *testing.T) {
 	mux.HandleFunc("GET /v1/fleets/{cluster}", func(w http.ResponseWriter, r *http.Request) {
 		inner = trace.SpanContextFromContext(r.Context())
 	})
-	srv := httptest.NewServer(telemetry.Handler(mux, mux))
+	mux.HandleFunc("/svc.v1.S/", func(http.ResponseWriter, *http.Request) {})
+	srv := httptest.NewServer(telemetry.Handler(mux, mux, "/svc.v1.S/Get"))
 	defer srv.Close()
 
 	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -108,17 +109,20 @@ func TestHandlerSpanNamesAndLinks(t *testing.T) {
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
-	resp, err = http.Get(srv.URL + "/nowhere")
-	require.NoError(t, err)
-	resp.Body.Close()
+	for _, path := range []string{"/nowhere", "/svc.v1.S/Get", "/svc.v1.S/Made-Up"} {
+		resp, err = http.Post(srv.URL+path, "application/json", nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
 
 	spans := exp.GetSpans()
-	require.Len(t, spans, 2)
+	require.Len(t, spans, 4)
 	assert.Equal(t, "GET /v1/fleets/{cluster}", spans[0].Name, "the route, not the names the request carries")
-	assert.Equal(t, "GET (no route)", spans[1].Name)
+	assert.Equal(t, "POST (no route)", spans[1].Name)
+	assert.Equal(t, "POST /svc.v1.S/Get", spans[2].Name, "a known procedure by its path")
+	assert.Equal(t, "POST /svc.v1.S/", spans[3].Name, "an unknown one by its route only")
 	assert.NotEqual(t, callerTrace, spans[0].SpanContext.TraceID().String(), "a caller's trace is not continued")
 	require.Len(t, spans[0].Links, 1, "but linked")
 	assert.Equal(t, callerTrace, spans[0].Links[0].SpanContext.TraceID().String())
 	assert.Equal(t, spans[0].SpanContext.SpanID(), inner.SpanID(), "the handler runs in the span")
-	_ = propagation.TraceContext{}
 }

@@ -58,8 +58,9 @@ var servicesNeeded = map[string][]string{
 // servicesAtRunTime are APIs the deployed pipeline calls, not Terraform:
 // the push subscription's OIDC tokens and Workload Identity go through IAM
 // Credentials; a federated publisher exchanges its cluster's token at the
-// Security Token Service first.
-var servicesAtRunTime = []string{"iamcredentials.googleapis.com", "sts.googleapis.com"}
+// Security Token Service first; spans go to the Telemetry API, which
+// stores them in Cloud Trace.
+var servicesAtRunTime = []string{"iamcredentials.googleapis.com", "sts.googleapis.com", "telemetry.googleapis.com", "cloudtrace.googleapis.com"}
 
 // The wait after enabling the services, and the resource that enables them.
 const (

@@ -29,6 +29,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/fleetcast/fleetcast/fleetapi"
+	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/logging"
 )
@@ -169,6 +170,20 @@ type Option func(*information)
 // own, with DefaultStreamWriteTimeout).
 func WithStreams(s *Streams) Option {
 	return func(i *information) { i.streams = s }
+}
+
+// Procedures are the paths of InformationService's methods
+// ("/fleetcast.v1.InformationService/Inform", …), as the service's
+// descriptor lists them: a fixed set, by which spans and logs may name a
+// call without taking names from what a caller sends.
+func Procedures() []string {
+	sd := fleetcastv1.File_fleetcast_v1_information_proto.Services().ByName("InformationService")
+	methods := sd.Methods()
+	out := make([]string, methods.Len())
+	for i := range out {
+		out[i] = "/" + string(sd.FullName()) + "/" + string(methods.Get(i).Name())
+	}
+	return out
 }
 
 // NewHandler returns the path to mount InformationService at, and its

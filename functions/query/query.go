@@ -88,7 +88,7 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 		h.fail(w, r, &fleetapi.Error{Code: fleetapi.NotFound, Message: fmt.Sprintf("no such resource: %s", r.URL.Path)})
 	})))
 	// A span per request and per stream (telemetry.Handler).
-	h.traced = telemetry.Handler(http.HandlerFunc(h.serve), h.mux)
+	h.traced = telemetry.Handler(http.HandlerFunc(h.serve), h.mux, fleetrpc.Procedures()...)
 	return h
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/query"
+	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 	"github.com/fleetcast/fleetcast/internal/testenv/otlptest"
 	"github.com/fleetcast/fleetcast/logging"
@@ -103,4 +104,12 @@ func TestEachRequestHasASpanLinkedToItsCaller(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &line))
 	assert.Equal(t, "projects/studio/traces/"+s.SpanContext().TraceID().String(), line[logging.FieldTrace])
 	assert.Equal(t, s.SpanContext().SpanID().String(), line[logging.FieldSpanID])
+
+	// An RPC is named by its procedure.
+	resp, err = http.Post(srv.URL+fleetcastv1connect.InformationServiceListClustersProcedure, "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	got = spans.GetSpans().Snapshots()
+	require.Len(t, got, 2)
+	assert.Equal(t, "POST /fleetcast.v1.InformationService/ListClusters", got[1].Name())
 }

@@ -39,7 +39,7 @@ func Listen(addr string, store *Store, certs *Certs, opts fleetapi.Options, log 
 	mux := http.NewServeMux()
 	mux.Handle(fleetrpc.NewHandler(s.svc, log))
 	s.srv = &http.Server{
-		Handler:           telemetry.Handler(mux, mux),
+		Handler:           telemetry.Handler(mux, mux, fleetrpc.Procedures()...),
 		Protocols:         new(http.Protocols),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       5 * time.Minute,

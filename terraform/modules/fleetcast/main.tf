@@ -15,6 +15,9 @@ locals {
     "sts.googleapis.com",
     "run.googleapis.com",
     "storage.googleapis.com",
+    # Spans go to Cloud Trace through the Telemetry API (OTLP).
+    "cloudtrace.googleapis.com",
+    "telemetry.googleapis.com",
   ]
   # The mutual TLS load balancer's APIs, enabled only with it: a project
   # that does not use them keeps them off.
@@ -31,6 +34,7 @@ locals {
     GOOGLE_CLOUD_PROJECT = var.project_id
     FIRESTORE_DATABASE   = var.firestore_database
     LOG_LEVEL            = var.log_level
+    TRACE_SAMPLE_RATIO   = tostring(var.trace_sample_ratio)
   }
   # The query side's settings, the function's or the service's alike
   # (cmd/fleetcast-query reads the function's environment).
@@ -351,6 +355,19 @@ resource "google_project_iam_member" "readers_firestore" {
     title      = "fleetcast database only"
     expression = local.database_condition
   }
+}
+
+# Every identity of the pipeline writes its spans to Cloud Trace through
+# the Telemetry API (telemetry.traces.write, nothing else): the functions,
+# and each cluster's publisher (its Helm value traceSampleRatio).
+resource "google_project_iam_member" "traces_writer" {
+  for_each = merge(
+    { ingest = google_service_account.ingest.member, query = google_service_account.query.member },
+    { for name, sa in google_service_account.publisher : "publisher-${name}" => sa.member },
+  )
+  project = var.project_id
+  role    = "roles/telemetry.tracesWriter"
+  member  = each.value
 }
 
 resource "google_service_account" "publisher" {

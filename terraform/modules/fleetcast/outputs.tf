@@ -37,6 +37,7 @@ output "publisher_flags" {
       "--topic=${google_pubsub_topic.events[name].name}",
       "--lease-namespace=${c.namespace}",
       length(c.labels) > 0 ? "--cluster-labels=${join(",", [for k in sort(keys(c.labels)) : "${k}=${c.labels[k]}"])}" : "",
+      "--trace-sample-ratio=${var.trace_sample_ratio}",
     ]))
   }
 }
@@ -46,10 +47,11 @@ output "publisher_chart_values" {
   value = merge(
     {
       for name, c in var.clusters : name => {
-        cluster       = name
-        clusterLabels = c.labels
-        project       = var.project_id
-        topic         = google_pubsub_topic.events[name].name
+        cluster          = name
+        clusterLabels    = c.labels
+        project          = var.project_id
+        topic            = google_pubsub_topic.events[name].name
+        traceSampleRatio = var.trace_sample_ratio
         # The Workload Identity member is this namespace's account.
         serviceAccount = { name = c.service_account }
         identity       = { type = "gke", serviceAccount = google_service_account.publisher[name].email, namespace = c.namespace }
@@ -57,10 +59,11 @@ output "publisher_chart_values" {
     },
     {
       for name, c in local.federated : name => {
-        cluster       = name
-        clusterLabels = c.labels
-        project       = var.project_id
-        topic         = google_pubsub_topic.events[name].name
+        cluster          = name
+        clusterLabels    = c.labels
+        project          = var.project_id
+        topic            = google_pubsub_topic.events[name].name
+        traceSampleRatio = var.trace_sample_ratio
         # The provider admits only this namespace's account.
         serviceAccount = { name = c.service_account }
         identity = {

@@ -462,6 +462,16 @@ variable "log_level" {
   }
 }
 
+variable "trace_sample_ratio" {
+  type        = number
+  description = "Share of traces sampled and exported to Cloud Trace where they begin: the publishers' publishes (their chart values), the query side's requests, pushes without trace context; 0 to 1. An event's trace is sampled as its publisher decided. Cloud Trace bills spans past its free allotment (BENCHMARKS.md's bill)."
+  default     = 0.01
+  validation {
+    condition     = var.trace_sample_ratio >= 0 && var.trace_sample_ratio <= 1
+    error_message = "trace_sample_ratio must be from 0 to 1."
+  }
+}
+
 variable "query_mode" {
   type        = string
   description = "How the query side runs: function (QueryFleets on Cloud Functions: REST, Connect and gRPC-Web over HTTP/1.1) or service (cmd/fleetcast-query's image, query_image, on Cloud Run with HTTP/2 end to end: native gRPC too)."

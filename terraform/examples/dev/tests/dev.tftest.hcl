@@ -41,7 +41,7 @@ run "dev_publishes_the_clusters_it_is_given" {
     }
   }
   assert {
-    condition     = module.fleetcast.publisher_flags["pc-dev"] == "--cluster=pc-dev --project=studio-fleets-dev --topic=fleet-events-pc-dev --lease-namespace=fleetcast --cluster-labels=env=dev,platform=pc"
+    condition     = module.fleetcast.publisher_flags["pc-dev"] == "--cluster=pc-dev --project=studio-fleets-dev --topic=fleet-events-pc-dev --lease-namespace=fleetcast --cluster-labels=env=dev,platform=pc --trace-sample-ratio=0.01"
     error_message = "dev publishes one cluster: ${module.fleetcast.publisher_flags["pc-dev"]}"
   }
   assert {

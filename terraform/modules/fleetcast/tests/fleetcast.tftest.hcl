@@ -173,6 +173,14 @@ run "each_service_account_has_exactly_its_roles" {
     error_message = "only the listed members invoke the query function"
   }
   assert {
+    condition     = toset(keys(google_project_iam_member.traces_writer)) == toset(["ingest", "query", "publisher-pc-eu", "publisher-ps5-us"]) && alltrue([for m in google_project_iam_member.traces_writer : m.role == "roles/telemetry.tracesWriter"]) && google_project_iam_member.traces_writer["ingest"].member == "serviceAccount:fleetcast-ingest@studio-fleets.iam.gserviceaccount.com"
+    error_message = "the functions and each publisher write their spans, nothing else"
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.ingest.service_config[0].environment_variables["TRACE_SAMPLE_RATIO"] == "0.01" && google_cloudfunctions2_function.query[0].service_config[0].environment_variables["TRACE_SAMPLE_RATIO"] == "0.01"
+    error_message = "both functions sample trace_sample_ratio"
+  }
+  assert {
     condition     = google_cloudfunctions2_function.ingest.service_config[0].service_account_email == "fleetcast-ingest@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query[0].service_config[0].service_account_email == "fleetcast-query@studio-fleets.iam.gserviceaccount.com"
     error_message = "each function runs as its own service account"
   }
@@ -311,12 +319,16 @@ run "a_longer_cluster_name_with_the_longest_prefix_is_refused" {
 run "outputs_give_each_cluster_its_publisher_flags" {
   command = apply
   assert {
-    condition     = output.publisher_flags["pc-eu"] == "--cluster=pc-eu --project=studio-fleets --topic=fleet-events-pc-eu --lease-namespace=fleetcast --cluster-labels=platform=pc,region=europe-west1"
+    condition     = output.publisher_flags["pc-eu"] == "--cluster=pc-eu --project=studio-fleets --topic=fleet-events-pc-eu --lease-namespace=fleetcast --cluster-labels=platform=pc,region=europe-west1 --trace-sample-ratio=0.01"
     error_message = "publisher flags for pc-eu: ${output.publisher_flags["pc-eu"]}"
   }
   assert {
     condition     = output.publisher_service_accounts["pc-eu"] == google_service_account.publisher["pc-eu"].email
     error_message = "the publisher's service account per cluster"
+  }
+  assert {
+    condition     = output.publisher_chart_values["pc-eu"].traceSampleRatio == 0.01
+    error_message = "the chart samples as the functions do"
   }
 }
 
@@ -368,6 +380,14 @@ run "durations_are_positive_as_the_functions_require" {
     query_stream_write_timeout = "0s"
   }
   expect_failures = [var.stale_after, var.max_clock_skew, var.query_cluster_refresh, var.query_commit_lag, var.query_max_staleness, var.query_watch_poll, var.query_heartbeat, var.query_stream_write_timeout]
+}
+
+run "a_sample_ratio_is_a_share" {
+  command = plan
+  variables {
+    trace_sample_ratio = 1.5
+  }
+  expect_failures = [var.trace_sample_ratio]
 }
 
 run "query_limits_are_cloud_runs" {
