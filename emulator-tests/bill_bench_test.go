@@ -33,10 +33,12 @@ import (
 	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
+	"github.com/fleetcast/fleetcast/internal/testenv/otlptest"
 	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/publisher"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 var billCompress = flag.Int("bill.compress", 1,
@@ -89,7 +91,7 @@ type billedIngest struct {
 	spans, cold bill.Spans
 	source      string
 	ids         atomic.Int64
-	shards      []chan fleet.Event
+	shards      []chan *pubsub.Message
 	pushers     sync.WaitGroup
 
 	store *firestoredb.Store
@@ -112,15 +114,15 @@ var (
 // start starts the pushers; they stop when ctx ends.
 func (t *billedIngest) start(ctx context.Context, tb testing.TB) {
 	for range ingestConcurrency {
-		ch := make(chan fleet.Event, 1<<16)
+		ch := make(chan *pubsub.Message, 1<<16)
 		t.shards = append(t.shards, ch)
 		t.pushers.Go(func() {
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case ev := <-ch:
-					for t.push(ctx, tb, ev) != nil && ctx.Err() == nil {
+				case msg := <-ch:
+					for t.push(ctx, tb, msg) != nil && ctx.Err() == nil {
 						letTimePass(100 * time.Millisecond) // Pub/Sub's minimum backoff
 					}
 				}
@@ -129,18 +131,24 @@ func (t *billedIngest) start(ctx context.Context, tb testing.TB) {
 	}
 }
 
-func (t *billedIngest) Send(_ context.Context, ev fleet.Event) error {
+// Send queues the message the publisher's transport would publish, its
+// trace context included.
+func (t *billedIngest) Send(ctx context.Context, ev fleet.Event) error {
+	msg, err := pubsubtopic.TracedMessage(ctx, ev)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", ev.Key(), err)
+	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(ev.Key().DocID()))
-	t.shards[int(h.Sum32())%len(t.shards)] <- ev
+	t.shards[int(h.Sum32())%len(t.shards)] <- msg
 	return nil
 }
 
-// push delivers one event to the function, as one push request.
-func (t *billedIngest) push(ctx context.Context, tb testing.TB, ev fleet.Event) error {
-	msg, err := pubsubtopic.Message(ev)
+// push delivers one message to the function, as one push request.
+func (t *billedIngest) push(ctx context.Context, tb testing.TB, msg *pubsub.Message) error {
+	ev, err := fleet.DecodeEvent(msg.Data)
 	if err != nil {
-		tb.Errorf("encode %s: %v", ev.Key(), err)
+		tb.Errorf("decode what was sent: %v", err)
 		return nil
 	}
 	id := strconv.FormatInt(t.ids.Add(1), 10)
@@ -180,7 +188,9 @@ func (t *billedIngest) Apply(ctx context.Context, ev fleet.Event) (fleet.Applied
 	default:
 		class = msgRefresh
 	}
-	msg, err := pubsubtopic.Message(ev)
+	// As it was published: its trace context is the same size in any
+	// trace (ctx holds the ingest span).
+	msg, err := pubsubtopic.TracedMessage(ctx, ev)
 	if err != nil {
 		return res, err
 	}
@@ -256,7 +266,10 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 	})
 	b.Logf("%d fleets created in %v", fleets, time.Since(setup).Round(time.Millisecond))
 
-	// fleetcast.
+	// fleetcast, with the publisher's and the function's propagation and
+	// sampler as deployed: trace context on every message, none sampled
+	// (Cloud Trace's spans are priced from trace_sample_ratio).
+	otlptest.Capture(b, telemetry.Config{Service: "fleetcast", SampleRatio: 0})
 	project := emulator.ProjectID(b)
 	logBytes := &countingWriter{}
 	ours := &billedIngest{

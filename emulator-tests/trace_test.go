@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
+	"github.com/fleetcast/fleetcast/internal/build/bill"
 	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
@@ -121,6 +122,27 @@ func TestOneTraceFromStatusPatchToFirestoreWrite(t *testing.T) {
 		}
 		return false
 	})
+
+	// What one traced upsert costs in Cloud Trace (the bill's
+	// bill.SpansPerTracedUpsert): the spans of its trace on both sides,
+	// and the publish RPC's, in a trace of its own that links it.
+	var spans []string
+	for _, s := range ours {
+		spans = append(spans, "publisher: "+s.Name())
+	}
+	for _, s := range mem.GetSpans().Snapshots() {
+		for _, l := range s.Links() {
+			if l.SpanContext.TraceID().String() == traceID {
+				spans = append(spans, "publisher, linked: "+s.Name())
+			}
+		}
+	}
+	for _, s := range recv.Spans() {
+		if s.TraceID == traceID {
+			spans = append(spans, "function: "+s.Name)
+		}
+	}
+	assert.Len(t, spans, bill.SpansPerTracedUpsert, "%q", spans)
 
 	// Its log line is joined to the span.
 	lines := fn.logs.matching(logging.FieldSpanID, applied.SpanID)

@@ -35,6 +35,20 @@ const (
 	AttrSchemaVersion = "schemaVersion"
 )
 
+// TracedMessage is Message with the trace context of ctx in its
+// attributes (googclient_traceparent, as the Pub/Sub client's
+// OpenTelemetry support carries it): what Send publishes. With the
+// W3C propagator installed (telemetry.Start) every message carries it,
+// sampled or not — 77 bytes of attribute.
+func TracedMessage(ctx context.Context, ev fleet.Event) (*pubsub.Message, error) {
+	msg, err := Message(ev)
+	if err != nil {
+		return nil, err
+	}
+	otel.GetTextMapPropagator().Inject(ctx, telemetry.AttributeCarrier(msg.Attributes))
+	return msg, nil
+}
+
 // Message returns the Pub/Sub message of ev: its JSON encoding (validated
 // by the topic's Avro schema at publish), the attributes, and an ordering
 // key per fleet (none for snapshots), so that Pub/Sub delivers one fleet's
@@ -188,15 +202,13 @@ func NewTransport(client *pubsub.Client, topicID string) *Transport {
 // cannot be encoded, or that Pub/Sub refuses as invalid, is an error
 // wrapping fleet.ErrInvalid: resending it cannot help.
 func (t *Transport) Send(ctx context.Context, ev fleet.Event) error {
-	msg, err := Message(ev)
+	// The trace of ctx (the Sender's publish span) goes with the message;
+	// with the client's OpenTelemetry support on, the client puts its own
+	// span's in its place, of the same trace.
+	msg, err := TracedMessage(ctx, ev)
 	if err != nil {
 		return fmt.Errorf("encode %s %v: %w", ev.Kind, ev.Version, err)
 	}
-	// The trace of ctx (the Sender's publish span) goes with the message,
-	// as the Pub/Sub client's OpenTelemetry support carries it
-	// (googclient_traceparent); with that support on, the client puts its
-	// own span's in its place, of the same trace.
-	otel.GetTextMapPropagator().Inject(ctx, telemetry.AttributeCarrier(msg.Attributes))
 	if _, err := t.pub.Publish(ctx, msg).Get(ctx); err != nil {
 		// A failed publish pauses its ordering key until resumed; the
 		// caller retries with the latest state of the fleet.

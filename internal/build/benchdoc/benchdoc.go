@@ -205,6 +205,8 @@ type Bills struct {
 	Prices              bill.PriceTable
 	Units               bill.Measured
 	Fleetcast, Baseline bill.Bill
+	// SpansPerTracedUpsert is bill.SpansPerTracedUpsert.
+	SpansPerTracedUpsert int
 	// Regional are both bills with Firestore in a regional location.
 	Regional struct {
 		Prices              bill.PriceTable
@@ -227,8 +229,9 @@ func bills(run *Run, bench string) (*Bills, error) {
 		return nil, err
 	}
 	b := &Bills{Deployment: bill.Reference, Prices: bill.Prices, Units: m,
-		Fleetcast: bill.Fleetcast(bill.Reference, m.Fleetcast, bill.Prices),
-		Baseline:  bill.Baseline(bill.Reference, m.Baseline, bill.Prices)}
+		Fleetcast:            bill.Fleetcast(bill.Reference, m.Fleetcast, bill.Prices),
+		Baseline:             bill.Baseline(bill.Reference, m.Baseline, bill.Prices),
+		SpansPerTracedUpsert: bill.SpansPerTracedUpsert}
 	b.Regional.Prices = bill.Prices.Regional()
 	b.Regional.Fleetcast = bill.Fleetcast(bill.Reference, m.Fleetcast, b.Regional.Prices)
 	b.Regional.Baseline = bill.Baseline(bill.Reference, m.Baseline, b.Regional.Prices)

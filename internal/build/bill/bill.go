@@ -41,6 +41,20 @@ type Deployment struct {
 	// StreamLifetime is how long a stream lasts before its client
 	// reconnects (the query function's timeout).
 	StreamLifetime time.Duration
+	// TraceSampleRatio is the share of traces sampled (Terraform's
+	// trace_sample_ratio, for the functions and the publishers alike).
+	TraceSampleRatio float64
+	// The query side's /metrics as Managed Service for Prometheus's
+	// sidecar scrapes it on each instance (query_metrics_export, off by
+	// default): every MetricsScrapeInterval, MetricsSeriesPerFleet series
+	// per fleet (its replicas, ready, allocated, reserved, rollout; each
+	// counter or list adds one) and MetricsSeriesPerCluster per cluster, or,
+	// summed (METRICS_AGGREGATE), MetricsSeriesPerFleet and the sum's
+	// fleet count (fleetcast_fleets) per cluster and label value
+	// (MetricsSumsPerCluster of them).
+	MetricsScrapeInterval                          time.Duration
+	MetricsSeriesPerFleet, MetricsSeriesPerCluster int
+	MetricsSumsPerCluster                          int
 }
 
 // Reference is the deployment BENCHMARKS.md prices: 10 clusters of 1 000
@@ -57,7 +71,21 @@ var Reference = Deployment{
 	Resync:            fleetapi.DefaultResync,
 	BaselineRepublish: 15 * time.Second,
 	StreamLifetime:    time.Hour,
+	TraceSampleRatio:  0.01,
+	// The sidecar's default interval; the fleets as BenchmarkBill's, by
+	// platform (4 values).
+	MetricsScrapeInterval: 30 * time.Second,
+	MetricsSeriesPerFleet: 6, MetricsSeriesPerCluster: 3, MetricsSumsPerCluster: 4,
 }
+
+// SpansPerTracedUpsert are the spans one sampled upsert makes: the
+// publisher's publish span, the Pub/Sub client's create, flow control and
+// batching spans and its publish RPC's (a trace of its own, linking the
+// message's), then the ingest span, the Firestore read and its
+// BatchGetDocuments, the update and its commit (counted by emulator-tests'
+// TestOneTraceFromStatusPatchToFirestoreWrite). A query or a stream is one
+// span.
+const SpansPerTracedUpsert = 10
 
 // Fleets is the deployment's fleet count.
 func (d Deployment) Fleets() float64 { return float64(d.Clusters * d.FleetsPerCluster) }
@@ -135,6 +163,8 @@ type Bill struct {
 	Lines  []Line
 	// Matchmaker is what one more directly-listening matchmaker adds.
 	Matchmaker Line
+	// Options are what a setting that is off by default would add.
+	Options []Line
 }
 
 // Total is the sum of the lines.
@@ -202,10 +232,48 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 			fmt.Sprintf("%s instances × %s s (streams keep them busy)", n(float64(d.QueryInstances)), n(month))),
 		logging("ingest function", msgs*u.LogBytesPerInvocation*month,
 			fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.LogBytesPerInvocation), n(month)), p),
+		traces(d, msgs, msgsF, p),
 	}
 	b.Matchmaker = reads("one directly-listening matchmaker", writes*ListenerReadsPerWrite*month,
 		fmt.Sprintf("%s writes/s × %s × %s s", n(writes), n(ListenerReadsPerWrite), n(month)), p)
+	b.Options = metricsExport(d, p)
 	return b
+}
+
+// traces is Cloud Trace's line: the sampled share of the messages' and the
+// queries' spans.
+func traces(d Deployment, msgs float64, msgsF string, p PriceTable) Line {
+	month := seconds(Month)
+	queries := d.QueriesPerSecond + float64(d.Matchmakers)/seconds(d.StreamLifetime)
+	spans := d.TraceSampleRatio * (msgs*SpansPerTracedUpsert + queries) * month
+	return Line{Component: "Cloud Trace", Item: fmt.Sprintf("spans sampled (trace_sample_ratio %s)", n(d.TraceSampleRatio)),
+		Formula: fmt.Sprintf("%s × (%s messages/s × %d spans + (%s queries/s + %s streams ÷ %s s) × 1) × %s s",
+			n(d.TraceSampleRatio), msgsF, SpansPerTracedUpsert, n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), n(month)),
+		Quantity: spans, Unit: "spans", Price: p.TracePerMillionSpans / 1e6,
+		PriceText: fmt.Sprintf("$%.2f per million", p.TracePerMillionSpans)}.costed()
+}
+
+// metricsExport is what query_metrics_export adds: each query instance's
+// sidecar writes every series of /metrics each scrape, per fleet and
+// summed.
+func metricsExport(d Deployment, p PriceTable) []Line {
+	month := seconds(Month)
+	scrape := seconds(d.MetricsScrapeInterval)
+	clusters, instances := float64(d.Clusters), float64(d.QueryInstances)
+	line := func(item string, series float64, seriesF string) Line {
+		return Line{Component: "Managed Service for Prometheus", Item: item,
+			Formula:  fmt.Sprintf("%s instances × %s series ÷ %s s × %s s", n(instances), seriesF, n(scrape), n(month)),
+			Quantity: instances * series / scrape * month, Unit: "samples", Price: p.PrometheusPerMillionSamples / 1e6,
+			PriceText: fmt.Sprintf("$%.2f per million", p.PrometheusPerMillionSamples)}.costed()
+	}
+	perCluster := float64(d.MetricsSeriesPerCluster)
+	perFleet := float64(d.MetricsSeriesPerFleet)
+	return []Line{
+		line("query_metrics_export, per fleet", d.Fleets()*perFleet+clusters*perCluster,
+			fmt.Sprintf("(%s fleets × %s + %s clusters × %s)", n(d.Fleets()), n(perFleet), n(clusters), n(perCluster))),
+		line("query_metrics_export, summed (METRICS_AGGREGATE)", clusters*(float64(d.MetricsSumsPerCluster)*(perFleet+1)+perCluster),
+			fmt.Sprintf("%s clusters × (%s sums × (%s + 1) + %s)", n(clusters), n(float64(d.MetricsSumsPerCluster)), n(perFleet), n(perCluster))),
+	}
 }
 
 // Baseline is the per-event broadcaster's monthly bill for d at prices p,

@@ -32,11 +32,18 @@ type PriceTable struct {
 	RunRounding                                              time.Duration
 	// Cloud Logging ingestion, per GiB.
 	LoggingPerGiB float64
+	// Cloud Trace, per million spans ingested (past its 2.5 million free
+	// a month, left out as the other free tiers are).
+	TracePerMillionSpans float64
+	// Managed Service for Prometheus, per million samples ingested (its
+	// first tier, to 50 billion a month).
+	PrometheusPerMillionSamples float64
 }
 
 // Prices are the list prices this repository's bill uses. Free tiers
 // (Firestore's daily quota, Pub/Sub's first 10 GiB, Cloud Run's first
-// 180 000 vCPU-seconds, Logging's first 50 GiB) are left out: at the
+// 180 000 vCPU-seconds, Logging's first 50 GiB, Cloud Trace's first 2.5
+// million spans) are left out: at the
 // reference deployment's sizes they are a few dollars.
 var Prices = PriceTable{
 	Date: "2026-12-01",
@@ -45,21 +52,24 @@ var Prices = PriceTable{
 		"https://cloud.google.com/pubsub/pricing",
 		"https://cloud.google.com/run/pricing",
 		"https://cloud.google.com/stackdriver/pricing",
+		"https://cloud.google.com/trace/pricing",
 	},
 	// The Terraform module's default firestore_location is eur3, a
 	// multi-region; a regional database (such as us-central1) costs half.
-	FirestoreLocation:       "multi-region (nam5, eur3; the module's default is eur3)",
-	FirestoreReadsPer100k:   0.06,
-	FirestoreWritesPer100k:  0.18,
-	FirestoreDeletesPer100k: 0.02,
-	PubSubPerTiB:            40,
-	PubSubMinBytes:          1000,
-	RunTier:                 "Tier 1 regions (such as us-central1, europe-west1), request-based billing",
-	RunPerVCPUSecond:        0.000024,
-	RunPerGiBSecond:         0.0000025,
-	RunPerMillionRequests:   0.40,
-	RunRounding:             100 * time.Millisecond,
-	LoggingPerGiB:           0.50,
+	FirestoreLocation:           "multi-region (nam5, eur3; the module's default is eur3)",
+	FirestoreReadsPer100k:       0.06,
+	FirestoreWritesPer100k:      0.18,
+	FirestoreDeletesPer100k:     0.02,
+	PubSubPerTiB:                40,
+	PubSubMinBytes:              1000,
+	RunTier:                     "Tier 1 regions (such as us-central1, europe-west1), request-based billing",
+	RunPerVCPUSecond:            0.000024,
+	RunPerGiBSecond:             0.0000025,
+	RunPerMillionRequests:       0.40,
+	RunRounding:                 100 * time.Millisecond,
+	LoggingPerGiB:               0.50,
+	TracePerMillionSpans:        0.20,
+	PrometheusPerMillionSamples: 0.06,
 }
 
 // Regional returns p with Firestore's prices in a regional location (such
