@@ -277,7 +277,7 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 		store:  firestoredb.New(emulator.Firestore(b, project), fleet.DefaultTombstoneRetention, time.Now),
 		hot:    hot,
 	}
-	ours.handler = ingest.NewHandler(ours, logging.New(logBytes, slog.LevelInfo), ingest.Config{
+	ours.handler = ingest.NewHandler(ours, logging.New(logBytes, slog.LevelInfo, logging.WithProject(project)), ingest.Config{
 		TombstoneRetention: fleet.DefaultTombstoneRetention, EventTimeout: 50 * time.Second,
 		TopicPrefix: ingest.DefaultTopicPrefix, MaxClockSkew: fleet.DefaultMaxClockSkew,
 		FullReconcileEvery: firestoredb.DefaultFullReconcileEvery,

@@ -55,6 +55,13 @@ type Deployment struct {
 	MetricsScrapeInterval                          time.Duration
 	MetricsSeriesPerFleet, MetricsSeriesPerCluster int
 	MetricsSumsPerCluster                          int
+	// The alert policies' conditions Terraform creates: one per cluster
+	// (stale) and the shared ones (dead letters, drops, lag, query errors,
+	// push errors, two burn rates for each of two SLOs), each returning one
+	// series per execution (they reduce across series), every
+	// AlertExecution (the period of Google's pricing examples).
+	AlertConditionsPerCluster, AlertConditionsShared int
+	AlertExecution                                   time.Duration
 }
 
 // Reference is the deployment BENCHMARKS.md prices: 10 clusters of 1 000
@@ -76,6 +83,14 @@ var Reference = Deployment{
 	// platform (4 values).
 	MetricsScrapeInterval: 30 * time.Second,
 	MetricsSeriesPerFleet: 6, MetricsSeriesPerCluster: 3, MetricsSumsPerCluster: 4,
+	AlertConditionsPerCluster: 1, AlertConditionsShared: 9, AlertExecution: 30 * time.Second,
+}
+
+// AlertConditions are the conditions of the alert policies Terraform
+// creates for d's clusters (terraform/monitoring_test.go counts them in
+// a plan).
+func (d Deployment) AlertConditions() int {
+	return d.Clusters*d.AlertConditionsPerCluster + d.AlertConditionsShared
 }
 
 // SpansPerTracedUpsert are the spans one sampled upsert makes: the
@@ -234,6 +249,7 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 			fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.LogBytesPerInvocation), n(month)), p),
 		traces(d, msgs, msgsF, p),
 	}
+	b.Lines = append(b.Lines, alerting(d, p)...)
 	b.Matchmaker = reads("one directly-listening matchmaker", writes*ListenerReadsPerWrite*month,
 		fmt.Sprintf("%s writes/s × %s × %s s", n(writes), n(ListenerReadsPerWrite), n(month)), p)
 	b.Options = metricsExport(d, p)
@@ -251,6 +267,21 @@ func traces(d Deployment, msgs float64, msgsF string, p PriceTable) Line {
 			n(d.TraceSampleRatio), msgsF, SpansPerTracedUpsert, n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), n(month)),
 		Quantity: spans, Unit: "spans", Price: p.TracePerMillionSpans / 1e6,
 		PriceText: fmt.Sprintf("$%.2f per million", p.TracePerMillionSpans)}.costed()
+}
+
+// alerting is what Cloud Monitoring bills for the alert policies.
+func alerting(d Deployment, p PriceTable) []Line {
+	month := seconds(Month)
+	conditions := float64(d.AlertConditions())
+	condF := fmt.Sprintf("%s clusters × %d + %d", n(float64(d.Clusters)), d.AlertConditionsPerCluster, d.AlertConditionsShared)
+	executions := month / seconds(d.AlertExecution)
+	return []Line{
+		Line{Component: "Cloud Monitoring alerting", Item: "alert conditions", Formula: condF, Quantity: conditions, Unit: "conditions",
+			Price: p.AlertPerCondition, PriceText: fmt.Sprintf("$%.2f per condition a month", p.AlertPerCondition)}.costed(),
+		Line{Component: "Cloud Monitoring alerting", Item: "time series returned", Formula: fmt.Sprintf("(%s) × 1 series × %s s ÷ %s s", condF, n(month), n(seconds(d.AlertExecution))),
+			Quantity: conditions * executions, Unit: "series", Price: p.AlertPerMillionSeries / 1e6,
+			PriceText: fmt.Sprintf("$%.2f per million", p.AlertPerMillionSeries)}.costed(),
+	}
 }
 
 // metricsExport is what query_metrics_export adds: each query instance's

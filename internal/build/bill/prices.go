@@ -38,6 +38,9 @@ type PriceTable struct {
 	// Managed Service for Prometheus, per million samples ingested (its
 	// first tier, to 50 billion a month).
 	PrometheusPerMillionSamples float64
+	// Cloud Monitoring alerting, per condition a month and per million
+	// time series its executions return.
+	AlertPerCondition, AlertPerMillionSeries float64
 }
 
 // Prices are the list prices this repository's bill uses. Free tiers
@@ -53,6 +56,7 @@ var Prices = PriceTable{
 		"https://cloud.google.com/run/pricing",
 		"https://cloud.google.com/stackdriver/pricing",
 		"https://cloud.google.com/trace/pricing",
+		"https://cloud.google.com/monitoring/alerts/cost-control",
 	},
 	// The Terraform module's default firestore_location is eur3, a
 	// multi-region; a regional database (such as us-central1) costs half.
@@ -70,6 +74,8 @@ var Prices = PriceTable{
 	LoggingPerGiB:               0.50,
 	TracePerMillionSpans:        0.20,
 	PrometheusPerMillionSamples: 0.06,
+	AlertPerCondition:           1.50,
+	AlertPerMillionSeries:       0.35,
 }
 
 // Regional returns p with Firestore's prices in a regional location (such
