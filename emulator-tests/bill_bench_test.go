@@ -91,7 +91,7 @@ type billedIngest struct {
 	spans, cold bill.Spans
 	source      string
 	ids         atomic.Int64
-	shards      []chan *pubsub.Message
+	shards      []chan sent
 	pushers     sync.WaitGroup
 
 	store *firestoredb.Store
@@ -114,15 +114,15 @@ var (
 // start starts the pushers; they stop when ctx ends.
 func (t *billedIngest) start(ctx context.Context, tb testing.TB) {
 	for range ingestConcurrency {
-		ch := make(chan *pubsub.Message, 1<<16)
+		ch := make(chan sent, 1<<16)
 		t.shards = append(t.shards, ch)
 		t.pushers.Go(func() {
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case msg := <-ch:
-					for t.push(ctx, tb, msg) != nil && ctx.Err() == nil {
+				case m := <-ch:
+					for t.push(ctx, tb, m) != nil && ctx.Err() == nil {
 						letTimePass(100 * time.Millisecond) // Pub/Sub's minimum backoff
 					}
 				}
@@ -140,17 +140,19 @@ func (t *billedIngest) Send(ctx context.Context, ev fleet.Event) error {
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(ev.Key().DocID()))
-	t.shards[int(h.Sum32())%len(t.shards)] <- msg
+	t.shards[int(h.Sum32())%len(t.shards)] <- sent{ev, msg}
 	return nil
 }
 
+// sent is an event and the message it was sent as.
+type sent struct {
+	ev  fleet.Event
+	msg *pubsub.Message
+}
+
 // push delivers one message to the function, as one push request.
-func (t *billedIngest) push(ctx context.Context, tb testing.TB, msg *pubsub.Message) error {
-	ev, err := fleet.DecodeEvent(msg.Data)
-	if err != nil {
-		tb.Errorf("decode what was sent: %v", err)
-		return nil
-	}
+func (t *billedIngest) push(ctx context.Context, tb testing.TB, m sent) error {
+	ev, msg := m.ev, m.msg
 	id := strconv.FormatInt(t.ids.Add(1), 10)
 	e := event.New()
 	e.SetID(id)

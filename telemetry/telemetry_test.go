@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/fleetcast/fleetcast/internal/testenv/otlptest"
 	"github.com/fleetcast/fleetcast/telemetry"
 )
 
@@ -41,11 +41,7 @@ func TestParseRatio(t *testing.T) {
 }
 
 func TestCarrierRoundTrip(t *testing.T) {
-	restoreGlobals(t)
-	exp := tracetest.NewInMemoryExporter()
-	tr, err := telemetry.Start(context.Background(), telemetry.Config{Service: "test", SampleRatio: 1}, telemetry.WithExporter(exp))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	exp := otlptest.Capture(t, telemetry.Config{Service: "test", SampleRatio: 1})
 
 	ctx, span := otel.Tracer("t").Start(context.Background(), "publish")
 	attrs := map[string]string{"cluster": "pc"}
@@ -88,11 +84,7 @@ func TestCloudTraceNeedsAProject(t *testing.T) {
 }
 
 func TestHandlerSpanNamesAndLinks(t *testing.T) {
-	restoreGlobals(t)
-	exp := tracetest.NewInMemoryExporter()
-	tr, err := telemetry.Start(context.Background(), telemetry.Config{Service: "test", SampleRatio: 1}, telemetry.WithExporter(exp))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	exp := otlptest.Capture(t, telemetry.Config{Service: "test", SampleRatio: 1})
 
 	mux := http.NewServeMux()
 	var inner trace.SpanContext
