@@ -24,6 +24,7 @@ import (
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
+	"github.com/fleetcast/fleetcast/internal/build/bill"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 	"github.com/fleetcast/fleetcast/internal/testenv/logquery"
 	"github.com/fleetcast/fleetcast/logging"
@@ -276,6 +277,16 @@ func TestMonitoring(t *testing.T) {
 				}
 			}
 		}
+		// The bill prices the conditions this plan (one cluster) has.
+		conditions := 0
+		for _, r := range planned {
+			if r.Type == "google_monitoring_alert_policy" {
+				conditions += len(asList(r.Values["conditions"]))
+			}
+		}
+		one := bill.Reference
+		one.Clusters = 1
+		assert.Equal(t, one.AlertConditions(), conditions, "alert conditions, as bill.Deployment.AlertConditions counts them")
 		policies := byType["google_monitoring_alert_policy"]
 		require.Subset(t, slices.Collect(maps.Keys(policies)), []string{"cluster_stale", "dead_letter", "dropped", "ingest_lag", "query_errors", "push_errors"})
 		sloBurns := 0
