@@ -93,6 +93,10 @@ type billedIngest struct {
 	ids         atomic.Int64
 	shards      []chan sent
 	pushers     sync.WaitGroup
+	// redelivered counts the pushes that failed and were retried;
+	// lastErr is the last one's error.
+	redelivered atomic.Int64
+	lastErr     atomic.Value
 
 	store *firestoredb.Store
 	hot   map[string]bool
@@ -122,7 +126,9 @@ func (t *billedIngest) start(ctx context.Context, tb testing.TB) {
 				case <-ctx.Done():
 					return
 				case m := <-ch:
-					for t.push(ctx, tb, m) != nil && ctx.Err() == nil {
+					for err := t.push(ctx, tb, m); err != nil && ctx.Err() == nil; err = t.push(ctx, tb, m) {
+						t.redelivered.Add(1)
+						t.lastErr.Store(err.Error())
 						letTimePass(100 * time.Millisecond) // Pub/Sub's minimum backoff
 					}
 				}
@@ -415,6 +421,11 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 
 	// Both must end in the API server's state.
 	letTimePass(2 * cfg.MinInterval)
+	queued := 0
+	for _, ch := range ours.shards {
+		queued += len(ch)
+	}
+	b.Logf("fleetcast: %d pushes redelivered (last error: %v), %d messages still queued", ours.redelivered.Load(), ours.lastErr.Load(), queued)
 	stopBaseline()
 	require.NoError(b, base.close())
 	requireViewsMatch(b, ns, cfg.Projection, cluster, fleets, map[string]*firestoredb.Store{"fleetcast": ours.store, "baseline": base.store})
