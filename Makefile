@@ -10,6 +10,9 @@ TERRAFORM := scripts/terraform.sh
 PROTO     := scripts/proto.sh
 CHROMIUM  := scripts/chromium.sh
 HELM      := scripts/helm.sh
+# Examples that are modules of their own (go test ./... does not enter
+# them): make vet and make test run them too.
+EXAMPLE_MODULES := examples/allocation
 # Where `make emulators-up` keeps the emulators' PIDs, ports and logs.
 EMU_DIR   := .emulators
 # make bench: time per core benchmark, rounds of them, and flags for the
@@ -48,6 +51,7 @@ vet: ## Check formatting, that git tracks no compiled binary, the .proto files (
 	if [[ -n $$binaries ]]; then echo "compiled binaries are tracked by git: $$binaries" >&2; exit 1; fi
 	$(PROTO) check
 	$(GO) vet ./...
+	for m in $(EXAMPLE_MODULES); do (cd $$m && $(GO) mod tidy -diff && $(GO) vet ./...) || exit 1; done
 
 .PHONY: proto
 proto: ## Regenerate gen/ from schemas/fleetcast/v1/*.proto; builds buf and the plugins if missing.
@@ -65,7 +69,7 @@ screenshots: ## Write docs/dashboard.png and docs/dashboard-versions.png from th
 test: vet terraform ## Run every test with -race: builds the control plane and Helm and installs Chromium if missing, starts and stops the emulators.
 	$(WITH_CONTROLPLANE) $(WITH_BROWSER) \
 	export FLEETCAST_TF_PROVIDER_DIR="$$($(TERRAFORM) build)" REQUIRE_TERRAFORM=1 HELM="$$($(HELM) path)" REQUIRE_HELM=1; \
-	$(ON_EMULATORS) $(GO) test -race -count=1 ./...
+	$(ON_EMULATORS) bash -c '$(GO) test -race -count=1 -timeout 30m ./... && for m in $(EXAMPLE_MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done'
 
 .PHONY: terraform
 terraform: ## Offline Terraform checks: fmt, validate and test (module, dev, prod), plan dev and prod; builds the providers if missing.

@@ -6,7 +6,8 @@
 # agree), into the user cache directory keyed by version (once per machine).
 #
 #   proto.sh build      build the tools if missing; print the directory to put on PATH
-#   proto.sh generate   regenerate gen/ from schemas/fleetcast/v1/*.proto
+#   proto.sh generate   regenerate gen/ from schemas/fleetcast/v1/*.proto, and
+#                       examples/allocation/gen from its copy of Agones' allocation API
 #   proto.sh check      buf lint; gen/ must be what generate writes; buf breaking against the
 #                       previous commit (HEAD~1), or against HEAD when the .proto files changed since
 set -euo pipefail
@@ -42,6 +43,14 @@ build() {
   printf '%s\n' "$dir"
 }
 
+# example runs buf in examples/allocation, the module of its own that
+# holds Agones' allocation API (its own buf.yaml and buf.gen.yaml).
+example() {
+  local dir
+  dir=$(build)
+  (cd "$root/examples/allocation" && PATH="$dir:$PATH" BUF_CACHE_DIR="$cache/buf-cache" "$dir/buf" "$@")
+}
+
 buf() {
   local dir
   dir=$(build)
@@ -54,6 +63,7 @@ build)
   ;;
 generate)
   buf generate
+  example generate
   ;;
 check)
   buf lint
@@ -63,6 +73,12 @@ check)
   (cd "$root" && PATH="$dir:$PATH" BUF_CACHE_DIR="$cache/buf-cache" "$dir/buf" generate -o "$out")
   if ! diff -r "$out/gen" "$root/gen" >&2; then
     log "gen/ is out of date with schemas/fleetcast: run make proto and commit the result"
+    exit 1
+  fi
+  example lint
+  example generate -o "$out/example"
+  if ! diff -r "$out/example/gen" "$root/examples/allocation/gen" >&2; then
+    log "examples/allocation/gen is out of date with its proto: run make proto and commit the result"
     exit 1
   fi
   against=HEAD~1

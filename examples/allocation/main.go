@@ -1,0 +1,202 @@
+// Command allocation is a matchmaker's whole path, for a studio to copy:
+// it asks fleetcast which fleets can take a match, best first, then
+// allocates a game server in the first one's cluster through that
+// cluster's Agones allocator service (Allocate over gRPC with mutual TLS,
+// a GameServerAllocation selecting the fleet), and prints where the
+// players connect. When an allocation fails — the fleet filled up since
+// fleetcast saw it, or its allocator is unreachable — it tries the next
+// candidate. It is a module of its own and imports only public packages:
+// fleetcast's client and the code generated from Agones' allocation API
+// (proto/allocation).
+//
+//	go run . --fleetcast https://fleetcast-query-….run.app -l platform=pc --min-ready 1 \
+//	  --allocator pc-eu=34.1.2.3:443 --allocator pc-us=35.4.5.6:443 \
+//	  --cert client.crt --key client.key --ca ca.crt
+//
+// The allocator's client certificate and CA come from the cluster's
+// Agones installation (docs: "Allocator Service"): the Secret
+// allocator-client.default holds a client certificate, allocator-tls-ca
+// the CA of the allocator's server certificate.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/fleetcast/fleetcast/examples/allocation/gen/allocation"
+	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetclient"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(os.Stderr, "allocation: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags say.
+type config struct {
+	fleetcast  string
+	selector   labels.Selector
+	minReady   int64
+	candidates int
+	allocators map[string]string // cluster → host:port
+	tls        *tls.Config
+	timeout    time.Duration
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	hc, err := fleetclient.NewHTTPClient(ctx, cfg.fleetcast, fleetclient.Auth{})
+	if err != nil {
+		return err
+	}
+	fc, err := fleetclient.New(hc, cfg.fleetcast)
+	if err != nil {
+		return err
+	}
+	lctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	list, err := fc.ListFleets(lctx, fleetapi.Query{Selector: cfg.selector, MinReady: cfg.minReady, OrderBy: fleetapi.OrderByReady, PageSize: cfg.candidates})
+	if err != nil {
+		return fmt.Errorf("ask fleetcast: %w", err)
+	}
+	if len(list.Items) == 0 {
+		return fmt.Errorf("no fleet matches %q with %d ready game servers: nowhere to allocate", cfg.selector, cfg.minReady)
+	}
+	var failures []string
+	for i, f := range list.Items {
+		res, err := allocate(ctx, cfg, f)
+		if err == nil {
+			fmt.Fprintf(stdout, "%s/%s/%s: game server %s at %s\n", f.Cluster, f.Namespace, f.Name, res.GetGameServerName(), endpoint(res))
+			return nil
+		}
+		failures = append(failures, fmt.Sprintf("%s/%s/%s: %v", f.Cluster, f.Namespace, f.Name, err))
+		fmt.Fprintf(stderr, "candidate %d of %d, %s/%s/%s (%d ready when fleetcast saw it): %v; trying the next\n",
+			i+1, len(list.Items), f.Cluster, f.Namespace, f.Name, f.ReadyReplicas, err)
+	}
+	return fmt.Errorf("no candidate could allocate:\n  %s", strings.Join(failures, "\n  "))
+}
+
+// allocate asks the allocator of f's cluster for a Ready game server of
+// f, within the timeout.
+func allocate(ctx context.Context, cfg config, f fleetapi.Fleet) (*allocation.AllocationResponse, error) {
+	addr, ok := cfg.allocators[f.Cluster]
+	if !ok {
+		return nil, fmt.Errorf("no --allocator for cluster %s", f.Cluster)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg.tls)))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	res, err := allocation.NewAllocationServiceClient(conn).Allocate(ctx, &allocation.AllocationRequest{
+		Namespace: f.Namespace,
+		GameServerSelectors: []*allocation.GameServerSelector{{
+			MatchLabels:     map[string]string{"agones.dev/fleet": f.Name},
+			GameServerState: allocation.GameServerSelector_READY,
+		}},
+	})
+	if status.Code(err) == codes.ResourceExhausted {
+		return nil, fmt.Errorf("filled up since: %s", status.Convert(err).Message())
+	}
+	return res, err
+}
+
+// endpoint is the address and the ports players connect to.
+func endpoint(r *allocation.AllocationResponse) string {
+	var ports []string
+	for _, p := range r.GetPorts() {
+		ports = append(ports, fmt.Sprintf("%d (%s)", p.GetPort(), p.GetName()))
+	}
+	return r.GetAddress() + " ports " + strings.Join(ports, ", ")
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("allocation", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := config{allocators: map[string]string{}}
+	fs.StringVar(&cfg.fleetcast, "fleetcast", "", "the fleetcast query API's base URL (required)")
+	sel := fs.String("l", "", "label selector of the fleets that may take the match, e.g. platform=pc,version=1.42")
+	fs.Int64Var(&cfg.minReady, "min-ready", 1, "least ready game servers a candidate has")
+	fs.IntVar(&cfg.candidates, "candidates", 3, "how many fleets to try, best first")
+	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "deadline of each call")
+	fs.Func("allocator", "CLUSTER=HOST:PORT, the cluster's agones-allocator service (repeatable)", func(v string) error {
+		c, addr, ok := strings.Cut(v, "=")
+		if !ok || c == "" || addr == "" {
+			return fmt.Errorf("want CLUSTER=HOST:PORT, got %q", v)
+		}
+		cfg.allocators[c] = addr
+		return nil
+	})
+	cert := fs.String("cert", "", "the allocator client certificate (PEM)")
+	key := fs.String("key", "", "its key (PEM)")
+	ca := fs.String("ca", "", "the CA of the allocators' server certificates (PEM)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case cfg.fleetcast == "":
+		return config{}, errors.New("--fleetcast is required: the query API's base URL")
+	case len(cfg.allocators) == 0:
+		return config{}, errors.New("--allocator CLUSTER=HOST:PORT is required, once per cluster")
+	case cfg.candidates < 1 || cfg.candidates > fleetapi.MaxPageSize:
+		return config{}, fmt.Errorf("--candidates %d: want 1 to %d", cfg.candidates, fleetapi.MaxPageSize)
+	}
+	var err error
+	if cfg.selector, err = labels.Parse(*sel); err != nil {
+		return config{}, fmt.Errorf("-l: %w", err)
+	}
+	if cfg.tls, err = clientTLS(*cert, *key, *ca); err != nil {
+		return config{}, err
+	}
+	return cfg, nil
+}
+
+// clientTLS is mutual TLS with the allocators: this client's certificate,
+// and their servers' CA.
+func clientTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	if certFile == "" || keyFile == "" || caFile == "" {
+		return nil, errors.New("--cert, --key and --ca are required: the allocator service speaks mutual TLS")
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--cert and --key: %w", err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca %s: no PEM certificate", caFile)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
