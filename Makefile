@@ -80,6 +80,10 @@ source: ## Build the functions' deployable source zip (bin/functions.zip).
 	mkdir -p bin
 	$(GO) run ./internal/cmd/source -o bin/functions.zip
 
+.PHONY: chart-docs
+chart-docs: ## Write publisher/chart/README.md's values table from values.yaml's comments.
+	$(GO) run ./internal/cmd/chartdoc publisher/chart
+
 .PHONY: chart
 chart: ## Lint the publisher's Helm chart and package it (bin/fleetcast-publisher-VERSION.tgz); builds Helm if missing.
 	mkdir -p bin

@@ -135,7 +135,7 @@ func TestChartInformationServiceOtherSources(t *testing.T) {
 	assert.Contains(t, dns, "fleetcast-publisher-information.fleetcast.svc")
 
 	// Serving only: no project, no Google identity, every replica serves.
-	m, _ = mustRenderChart(t, "fleetcast", nil, "cluster=solo", "publish=false", "informationService.enabled=true",
+	m, _ = mustRenderChart(t, "fleetcast", nil, testImage, "cluster=solo", "publish=false", "informationService.enabled=true",
 		"informationService.tls.mutual=false", "leaderElection.enabled=false", "replicas=2")
 	cfg := configOf(t, m, "p")
 	assert.False(t, cfg.Publish)
@@ -144,7 +144,7 @@ func TestChartInformationServiceOtherSources(t *testing.T) {
 	assert.Empty(t, m["ServiceAccount/fleetcast/fleetcast-publisher"].GetAnnotations(), "no Workload Identity to act as")
 
 	// Plaintext, asked for: no certificates at all.
-	m, _ = mustRenderChart(t, "fleetcast", nil, "cluster=solo", "publish=false", "informationService.enabled=true", "informationService.plaintext=true")
+	m, _ = mustRenderChart(t, "fleetcast", nil, testImage, "cluster=solo", "publish=false", "informationService.enabled=true", "informationService.plaintext=true")
 	cfg = configOf(t, m, "p")
 	assert.True(t, cfg.GRPCPlaintext)
 	assert.Empty(t, cfg.TLSCertFile)
@@ -177,7 +177,7 @@ func TestChartInformationServiceInstallsAndServes(t *testing.T) {
 	release := e.Name + "-info"
 	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: release}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	set := []string{"cluster=helm-info", "namespaces={" + e.Name + "}", "publish=false", "informationService.enabled=true"}
+	set := []string{testImage, "cluster=helm-info", "namespaces={" + e.Name + "}", "publish=false", "informationService.enabled=true"}
 	install := func() {
 		t.Helper()
 		args := []string{"upgrade", "--install", "fleetcast", "chart", "--namespace", release, "--kubeconfig", c.Kubeconfig}
@@ -202,7 +202,7 @@ func TestChartInformationServiceInstallsAndServes(t *testing.T) {
 	tok, err := kube.CoreV1().ServiceAccounts(release).CreateToken(ctx, "fleetcast-publisher",
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	rendered, _ := mustRenderChart(t, release, nil, set...)
+	rendered, _ := mustRenderChart(t, release, nil, append([]string{testImage}, set...)...)
 	cfg := configOf(t, rendered, "fleetcast-publisher-0")
 	dir := tlstest.Dir(t)
 	cfg.GRPCAddr, cfg.MetricsAddr = freeAddr(t), "" // the test's ports, not the pod's

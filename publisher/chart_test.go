@@ -49,6 +49,10 @@ func helmBinary(tb testing.TB) string {
 	return ""
 }
 
+// testImage sets a repository other than the chart's placeholder, which
+// the chart refuses.
+const testImage = "image.repository=europe-west1-docker.pkg.dev/my-project/fleetcast/fleetcast-publisher"
+
 // manifests are rendered objects by kind/namespace/name.
 type manifests map[string]*unstructured.Unstructured
 
@@ -261,7 +265,7 @@ func TestChartTemplatesGKE(t *testing.T) {
 	sa := m["ServiceAccount/fleetcast/fleetcast-publisher"]
 	assert.Equal(t, "fleetcast-publisher@my-project.iam.gserviceaccount.com", sa.GetAnnotations()["iam.gke.io/gcp-service-account"])
 	c := container(t, m)
-	assert.Equal(t, "REGION-docker.pkg.dev/PROJECT/fleetcast/fleetcast-publisher:"+appVersion(t), c["image"], "the default tag follows the chart")
+	assert.Equal(t, "europe-west1-docker.pkg.dev/my-project/fleetcast/fleetcast-publisher:"+appVersion(t), c["image"], "the default tag follows the chart")
 	assert.NotContains(t, c, "volumeMounts")
 
 	cfg := configOf(t, m, "fleetcast-publisher-abc")
@@ -277,7 +281,7 @@ func TestChartTemplatesGKE(t *testing.T) {
 
 	// The topic defaults to Terraform's name for the cluster; settings map
 	// to the publisher's flags.
-	m, _ = mustRenderChart(t, "games-ops", nil, "cluster=ps5-asia", "project=p", "identity.type=none", "replicas=3",
+	m, _ = mustRenderChart(t, "games-ops", nil, testImage, "cluster=ps5-asia", "project=p", "identity.type=none", "replicas=3",
 		"labelSelector=tier!=test", "intervals.snapshot=15s", "labelsExclude={noise/*,tmp}", "image.tag=0.2.9", "podDisruptionBudget.enabled=false",
 		"traceSampleRatio=0.05")
 	cfg = configOf(t, m, "x")
@@ -287,7 +291,7 @@ func TestChartTemplatesGKE(t *testing.T) {
 	assert.Equal(t, []string{"noise/*", "tmp"}, cfg.Projection.ExcludeLabels)
 	assert.Equal(t, "15s", cfg.SnapshotInterval.String())
 	assert.Equal(t, "games-ops", cfg.LeaseNamespace)
-	assert.Equal(t, "REGION-docker.pkg.dev/PROJECT/fleetcast/fleetcast-publisher:0.2.9", container(t, m)["image"])
+	assert.Equal(t, "europe-west1-docker.pkg.dev/my-project/fleetcast/fleetcast-publisher:0.2.9", container(t, m)["image"])
 	assert.NotContains(t, m, "PodDisruptionBudget/games-ops/fleetcast-publisher")
 	assert.Empty(t, m["ServiceAccount/games-ops/fleetcast-publisher"].GetAnnotations())
 	replicas, _, _ := unstructured.NestedFieldNoCopy(m["Deployment/games-ops/fleetcast-publisher"].Object, "spec", "replicas")
@@ -324,7 +328,7 @@ func TestChartTemplatesWorkloadIdentityFederation(t *testing.T) {
 	}, m.keys())
 	assert.Empty(t, m["ServiceAccount/fleetcast/fleetcast-publisher"].GetAnnotations(), "no GKE annotation")
 	c := container(t, m)
-	assert.Equal(t, "REGION-docker.pkg.dev/PROJECT/fleetcast/fleetcast-publisher@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", c["image"])
+	assert.Equal(t, "us-east1-docker.pkg.dev/my-project/fleetcast/fleetcast-publisher@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", c["image"])
 	cfg := configOf(t, m, "p")
 	assert.Equal(t, []string{"games", "beta"}, cfg.Namespaces)
 
@@ -425,7 +429,15 @@ func withoutHelmOnly(obj *unstructured.Unstructured) map[string]any {
 // publisher configuration, so that the two never disagree.
 func TestChartAndKustomizeAgree(t *testing.T) {
 	chart, _ := mustRenderChart(t, "fleetcast", []string{"testdata/chart-values-gke.yaml"})
-	out, err := exec.CommandContext(t.Context(), "kubectl", "kustomize", "deploy").CombinedOutput()
+	// The user's overlay of the base: the image in their registry.
+	overlay := t.TempDir()
+	abs, err := filepath.Abs("deploy")
+	require.NoError(t, err)
+	base, err := filepath.Rel(overlay, abs) // kustomize takes no absolute base
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("resources: ["+base+"]\n"+
+		"images:\n  - name: REGION-docker.pkg.dev/PROJECT/fleetcast/fleetcast-publisher\n    newName: europe-west1-docker.pkg.dev/my-project/fleetcast/fleetcast-publisher\n"), 0o644))
+	out, err := exec.CommandContext(t.Context(), "kubectl", "kustomize", overlay).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	kust := parseManifests(t, out)
 	delete(kust, "Namespace//fleetcast") // helm install --create-namespace

@@ -1,13 +1,21 @@
-{{/* The name of every object: the chart's, as in publisher/deploy. */}}
+{{/* The chart's name, nameOverride's when set: the app.kubernetes.io/name
+label. */}}
 {{- define "fleetcast-publisher.name" -}}
-fleetcast-publisher
+{{- .Values.nameOverride | default .Chart.Name -}}
+{{- end }}
+
+{{/* The name of every object: fullnameOverride, else the chart's name, as
+in publisher/deploy — not prefixed by the release's, since one publisher
+serves a namespace and Terraform's and kustomize's names agree with it. */}}
+{{- define "fleetcast-publisher.fullname" -}}
+{{- .Values.fullnameOverride | default (include "fleetcast-publisher.name" .) -}}
 {{- end }}
 
 {{/* The Kubernetes service account: serviceAccount.name, the one the
 Workload Identity binding (Terraform's clusters.<c>.service_account)
-names. */}}
+names, else the objects' name. */}}
 {{- define "fleetcast-publisher.serviceAccountName" -}}
-{{- .Values.serviceAccount.name | default "fleetcast-publisher" -}}
+{{- .Values.serviceAccount.name | default (include "fleetcast-publisher.fullname" .) -}}
 {{- end }}
 
 {{/* Labels of every object. */}}
@@ -22,7 +30,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* Labels that select the publisher's pods: publisher/deploy's, since
 the objects' names are fixed (one publisher per namespace). */}}
 {{- define "fleetcast-publisher.selectorLabels" -}}
-app.kubernetes.io/name: fleetcast-publisher
+app.kubernetes.io/name: {{ include "fleetcast-publisher.name" . }}
 app.kubernetes.io/part-of: fleetcast
 {{- end }}
 
@@ -88,6 +96,12 @@ app.kubernetes.io/part-of: fleetcast
 {{- end -}}
 {{- if not (regexMatch "^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$" (include "fleetcast-publisher.serviceAccountName" .)) -}}
 {{- fail (printf "serviceAccount.name %q: a Kubernetes name (DNS-1123 subdomain)" .Values.serviceAccount.name) -}}
+{{- end -}}
+{{- if regexMatch "^REGION-|/PROJECT/" (.Values.image.repository | toString) -}}
+{{- fail (printf "image.repository %q is the chart's placeholder: set it to your registry's fleetcast-publisher image, e.g. europe-west1-docker.pkg.dev/MY_PROJECT/fleetcast/fleetcast-publisher (Terraform's output publisher_image; its publisher_chart_values set it), after pushing the image there (make image, or make cloudbuild)" (.Values.image.repository | toString)) -}}
+{{- end -}}
+{{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
+{{- fail "serviceAccount.name: required with serviceAccount.create false, the existing account the publisher runs as (the chart binds its Roles to it)" -}}
 {{- end -}}
 {{- if and .Values.publish (not .Values.leaderElection.enabled) (gt (int .Values.replicas) 1) -}}
 {{- fail (printf "replicas %d with leaderElection.enabled false: every replica would publish; enable leader election or run one" (int .Values.replicas)) -}}
