@@ -94,13 +94,39 @@ chart: ## Lint the publisher's Helm chart and package it (bin/fleetcast-publishe
 # make image: the publisher's image, for both architectures, tagged and
 # versioned with the chart's appVersion; IMAGE names its repository.
 IMAGE ?= REGION-docker.pkg.dev/PROJECT/fleetcast/fleetcast-publisher
+# VERSION may be given with or without the "v" (make release VERSION=v0.4.0);
+# images and the chart take it without, binaries report it with.
 VERSION ?= $(shell awk '$$1 == "appVersion:" {gsub(/"/, "", $$2); print $$2}' publisher/chart/Chart.yaml)
+override VERSION := $(patsubst v%,%,$(VERSION))
+RELEASE  = v$(VERSION)
 
 .PHONY: image
 image: ## Build and push the publisher's image for linux/amd64 and linux/arm64 (IMAGE=repository; needs docker buildx).
 	@command -v docker >/dev/null || { echo "make image needs docker with buildx" >&2; exit 1; }
 	docker buildx build --platform linux/amd64,linux/arm64 -f cmd/fleetcast-publisher/Dockerfile \
-	  --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) --push .
+	  --build-arg VERSION=$(RELEASE) --build-arg COMMIT="$$(git rev-parse HEAD)" -t $(IMAGE):$(VERSION) --push .
+
+# make cloudbuild: the images built and pushed by Cloud Build into REGISTRY
+# (Terraform's output registry), as BUILD_SERVICE_ACCOUNT (its output
+# image_build_service_account; default NAME_PREFIX-build of the project).
+REGISTRY ?=
+NAME_PREFIX ?= fleetcast
+CLOUDBUILD_PROJECT = $(word 2,$(subst /, ,$(REGISTRY)))
+BUILD_SERVICE_ACCOUNT ?= $(NAME_PREFIX)-build@$(CLOUDBUILD_PROJECT).iam.gserviceaccount.com
+
+.PHONY: cloudbuild
+cloudbuild: ## Build and push the publisher's and query's images with Cloud Build, no Docker needed (REGISTRY=REGION-docker.pkg.dev/PROJECT/fleetcast; needs gcloud).
+	@[[ "$(REGISTRY)" =~ ^[a-z0-9-]+-docker\.pkg\.dev/[a-z][a-z0-9-]+/[a-z0-9._-]+$$ ]] || { echo "make cloudbuild: set REGISTRY to Terraform's output registry, REGION-docker.pkg.dev/PROJECT/REPOSITORY (got \"$(REGISTRY)\")" >&2; exit 2; }
+	@command -v gcloud >/dev/null || { echo "make cloudbuild needs the gcloud CLI" >&2; exit 1; }
+	gcloud builds submit --project $(CLOUDBUILD_PROJECT) --config cloudbuild.yaml \
+	  --service-account projects/$(CLOUDBUILD_PROJECT)/serviceAccounts/$(BUILD_SERVICE_ACCOUNT) \
+	  --substitutions _REGISTRY=$(REGISTRY),_VERSION=$(VERSION),_COMMIT="$$(git rev-parse HEAD)" .
+
+# make release: every artifact of release RELEASE (vVERSION) into
+# bin/release/RELEASE, from a clean checkout (docs/releasing.md).
+.PHONY: release
+release: ## Build release VERSION=vX.Y.Z: the CLI (6 platforms), publisher, chart, functions' zip and SHA256SUMS into bin/release/vX.Y.Z, from a clean checkout; builds Helm if missing.
+	$(GO) run ./internal/cmd/release -version $(RELEASE) -helm "$$($(HELM) path)"
 
 .PHONY: controlplane
 controlplane: ## Build kube-apiserver and etcd into the user cache (once per machine and version).

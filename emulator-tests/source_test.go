@@ -27,9 +27,9 @@ import (
 func TestSourceZipBuildsAndServesLikeTheBuildpack(t *testing.T) {
 	fsHost := emulator.Host(t, emulator.FirestoreHostEnv)
 	var first, second bytes.Buffer
-	files, err := source.Build(t.Context(), "..", &first)
+	files, err := source.Build(t.Context(), "..", source.Stamp{}, &first)
 	require.NoError(t, err)
-	_, err = source.Build(t.Context(), "..", &second)
+	_, err = source.Build(t.Context(), "..", source.Stamp{}, &second)
 	require.NoError(t, err)
 	assert.Equal(t, first.Bytes(), second.Bytes(), "the same source gives the same bytes")
 	for _, f := range files {
@@ -97,7 +97,7 @@ func TestSourceZipBuildsAndServesLikeTheBuildpack(t *testing.T) {
 // before the import was added.
 func TestWithoutTheFunctionsImportTheBuildpackBuildFails(t *testing.T) {
 	var zipped bytes.Buffer
-	_, err := source.Build(t.Context(), "..", &zipped)
+	_, err := source.Build(t.Context(), "..", source.Stamp{}, &zipped)
 	require.NoError(t, err)
 	appRoot := t.TempDir()
 	src := filepath.Join(appRoot, buildpack.SourceDir)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/version"
 )
 
 // Config is the publisher's configuration. Start from DefaultConfig; New
@@ -65,10 +66,6 @@ type Config struct {
 	GRPCPlaintext bool
 }
 
-// Version is the publisher's software version, set at build time with
-// -ldflags "-X github.com/fleetcast/fleetcast/publisher.Version=...".
-var Version = "dev"
-
 // DefaultTopicPrefix names a cluster's topic when Config.Topic is not set:
 // fleet-events-<cluster>, what Terraform creates and the ingest function
 // (TOPIC_PREFIX) expects.
@@ -93,7 +90,7 @@ func DefaultConfig() Config {
 		ShutdownGrace:     10 * time.Second,
 		SnapshotPartBytes: fleet.DefaultSnapshotPartBytes,
 		LogLevel:          slog.LevelInfo,
-		PublisherVersion:  Version,
+		PublisherVersion:  version.Version(),
 		Publish:           true,
 	}
 }

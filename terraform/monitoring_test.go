@@ -151,7 +151,7 @@ func parseLogMetric(t *testing.T, r plannedResource) logMetric {
 // Run's request log, for the query latency), and every alert, SLO and
 // chart against the metrics the module or Google defines.
 func TestMonitoring(t *testing.T) {
-	planned := planEnvironment(t, "dev", `{"pc" = {gke_project = "studio-game-pc"}}`)
+	planned := planEnvironment(t, "dev", `{"pc" = {gke_project = "studio-game-pc", node_service_account = "gke-nodes@studio-game-pc.iam.gserviceaccount.com"}}`)
 	byType := map[string]map[string]plannedResource{}
 	for _, r := range planned {
 		if byType[r.Type] == nil {

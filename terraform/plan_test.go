@@ -142,7 +142,7 @@ func TestEnvironmentsPlanOnAFreshProjectAndKeepThePlatformsRules(t *testing.T) {
 func TestEnvironmentsSizeTheirSubscriptionsByThePlatformsRules(t *testing.T) {
 	for _, env := range []string{"dev", "prod"} {
 		t.Run(env, func(t *testing.T) {
-			res := planEnvironment(t, env, `{"pc-eu" = {gke_project = "studio-game-eu"}}`)
+			res := planEnvironment(t, env, `{"pc-eu" = {gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com"}}`)
 			// No message outlives a tombstone, and every delivery attempt
 			// comes before the subscription drops the message.
 			ingestFn := res["module.fleetcast.google_cloudfunctions2_function.ingest"]

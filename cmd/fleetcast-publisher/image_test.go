@@ -19,7 +19,7 @@ func TestImageIsMultiArchitectureAndPinned(t *testing.T) {
 	require.NoError(t, err)
 	goMod, err := os.ReadFile("../../go.mod")
 	require.NoError(t, err)
-	assert.Empty(t, image.Problems(stages, goMod, "publisher.Version=${VERSION}"))
+	assert.Empty(t, image.Problems(stages, goMod, image.VersionFlags))
 }
 
 func TestDockerignoreKeepsWhatTheBuildReads(t *testing.T) {

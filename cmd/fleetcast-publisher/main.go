@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -21,6 +20,7 @@ import (
 	"github.com/fleetcast/fleetcast/publisher"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 	"github.com/fleetcast/fleetcast/telemetry"
+	"github.com/fleetcast/fleetcast/version"
 )
 
 func main() { cli.Main("fleetcast-publisher", run) }
@@ -30,7 +30,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if len(args) > 1 {
 			return fmt.Errorf("version takes no arguments, got %q", args[1:])
 		}
-		fmt.Fprintf(stdout, "fleetcast-publisher %s (%s, %s/%s)\n", publisher.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintln(stdout, version.String("fleetcast-publisher"))
 		return nil
 	}
 	cfg, printConfig, err := parseConfig(args, getenv, stderr)
@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// client-go logs through klog: into the same JSON stream.
 	klog.SetSlogLogger(log)
 	tracing, err := telemetry.Start(ctx, telemetry.Config{
-		Service: "fleetcast-publisher", Version: publisher.Version, Project: cfg.Project, SampleRatio: cfg.TraceSampleRatio,
+		Service: "fleetcast-publisher", Version: version.Version(), Project: cfg.Project, SampleRatio: cfg.TraceSampleRatio,
 	}, telemetry.WithGetenv(getenv))
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	kube.UserAgent = "fleetcast-publisher/" + publisher.Version
+	kube.UserAgent = "fleetcast-publisher/" + version.Version()
 
 	var transport publisher.Transport
 	if cfg.Publish {
@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		transport = t
 	}
 
-	log.Info("fleetcast publisher starting", "cluster", cfg.Cluster, "id", cfg.ID, "version", publisher.Version,
+	log.Info("fleetcast publisher starting", "cluster", cfg.Cluster, "id", cfg.ID, "version", version.Version(),
 		"publish", cfg.Publish, "project", cfg.Project, "topic", cfg.Topic, "leaderElect", cfg.LeaderElect, "grpcAddr", cfg.GRPCAddr)
 	pub, err := publisher.New(cfg, publisher.Deps{Kube: kube, Transport: transport, Log: log})
 	if err != nil {

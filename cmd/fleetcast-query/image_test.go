@@ -18,7 +18,7 @@ func TestImageIsMultiArchitectureAndPinned(t *testing.T) {
 	require.NoError(t, err)
 	goMod, err := os.ReadFile("../../go.mod")
 	require.NoError(t, err)
-	assert.Empty(t, image.Problems(stages, goMod, "main.version=${VERSION}"))
+	assert.Empty(t, image.Problems(stages, goMod, image.VersionFlags))
 	publisher, err := image.ParseDockerfile("../fleetcast-publisher/Dockerfile")
 	require.NoError(t, err)
 	for i := range stages {

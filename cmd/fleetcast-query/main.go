@@ -21,18 +21,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"time"
 
 	"github.com/fleetcast/fleetcast/fleetapi/fleetrpc"
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/internal/cli"
+	"github.com/fleetcast/fleetcast/version"
 )
-
-// version is the software version, set at build time with
-// -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() { cli.Main("fleetcast-query", run) }
 
@@ -51,7 +47,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	switch {
 	case fs.NArg() == 1 && fs.Arg(0) == "version":
-		fmt.Fprintf(stdout, "fleetcast-query %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintln(stdout, version.String("fleetcast-query"))
 		return nil
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected arguments %q: configure with the environment (fleetcast-query -h)", fs.Args())
@@ -99,7 +95,7 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
-	fmt.Fprintf(stderr, "fleetcast-query %s: serving on http://%s (HTTP/1.1 and h2c)\n", version, ln.Addr())
+	fmt.Fprintf(stderr, "fleetcast-query %s: serving on http://%s (HTTP/1.1 and h2c)\n", version.Version(), ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

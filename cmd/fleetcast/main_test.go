@@ -302,7 +302,7 @@ func TestTheDocsShowTheHelp(t *testing.T) {
 func TestVersionAndCompletion(t *testing.T) {
 	out, _, err := runCLI(t, "p", "version")
 	require.NoError(t, err)
-	assert.Regexp(t, `^fleetcast \S+ \(go1\.\d+`, out)
+	assert.Regexp(t, `^fleetcast \S+ \(commit \S+, go1\.\d+[^,]*, [a-z0-9]+/[a-z0-9]+\)\n$`, out)
 	for _, shell := range []string{"bash", "zsh", "fish"} {
 		out, _, err := runCLI(t, "p", "completion", shell)
 		require.NoError(t, err, shell)

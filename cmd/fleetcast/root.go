@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetclient"
+	"github.com/fleetcast/fleetcast/version"
 )
 
 // global are the flags every command has: where it reads, and how long
@@ -103,7 +102,7 @@ func newRoot(ctx context.Context, g *global, stdout, stderr io.Writer) *cobra.Co
 		Short: "Print fleetcast's version",
 		Args:  noArgs,
 		Run: func(*cobra.Command, []string) {
-			fmt.Fprintf(stdout, "fleetcast %s (%s)\n", buildVersion(), runtime.Version())
+			fmt.Fprintln(stdout, version.String("fleetcast"))
 		},
 	}
 	root.AddCommand(get, newLabels(g, stdout), newWatch(g, stdout, stderr), version)
@@ -152,12 +151,4 @@ func argsAreInput(cmd *cobra.Command) {
 	for _, sub := range cmd.Commands() {
 		argsAreInput(sub)
 	}
-}
-
-// buildVersion is the module's version, as go install records it.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/telemetry"
+	"github.com/fleetcast/fleetcast/version"
 )
 
 // Lazy makes a value on first use. A failure is returned, not remembered:
@@ -172,12 +173,19 @@ func Tracing(ctx context.Context, getenv func(string) string, service string, ra
 	if tracing.t != nil {
 		return tracing.t, nil
 	}
-	t, err := telemetry.Start(ctx, telemetry.Config{Service: service, Project: Project(getenv), SampleRatio: ratio}, telemetry.WithGetenv(getenv))
+	t, err := telemetry.Start(ctx, telemetry.Config{Service: service, Version: version.Version(), Project: Project(getenv), SampleRatio: ratio}, telemetry.WithGetenv(getenv))
 	if err != nil {
 		return nil, err
 	}
 	tracing.t = t
 	return t, nil
+}
+
+// Started logs, once per instance, that function name serves, with the
+// release and commit it was built from (package version): which build
+// answers, in the logs of every instance.
+func Started(log *slog.Logger, name string) {
+	log.Info(name+" started", "release", version.Version(), "commit", version.Commit())
 }
 
 // FlushTracing exports the spans the process's tracing holds, if it

@@ -457,6 +457,7 @@ var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*H
 	}
 	store := firestoredb.New(client, cfg.TombstoneRetention, time.Now).WithFullReconcileEvery(cfg.FullReconcileEvery)
 	log := logging.New(os.Stdout, cfg.LogLevel, logging.WithProject(fnruntime.Project(os.Getenv)))
+	fnruntime.Started(log, "IngestFleetEvents")
 	return NewHandler(store, log, cfg, time.Now), nil
 }}
 

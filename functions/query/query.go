@@ -387,6 +387,7 @@ func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Hand
 	}
 	log := logging.New(logs, cfg.LogLevel, logging.WithProject(fnruntime.Project(getenv)))
 	cfg.View.Log = log
+	fnruntime.Started(log, "QueryFleets")
 	svc := fleetapi.NewService(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now), cfg.View)
 	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics)), nil
 }

@@ -15,28 +15,57 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"golang.org/x/mod/semver"
+
 	"github.com/fleetcast/fleetcast/internal/build/buildpack"
+	"github.com/fleetcast/fleetcast/version"
 )
 
 // epoch is every entry's modification time: zip's earliest, for
 // reproducible bytes.
 var epoch = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Build writes the zip of the module in moduleDir to w and returns the
-// paths it holds, sorted.
-func Build(ctx context.Context, moduleDir string, w io.Writer) ([]string, error) {
+// Stamp is the release a zip's functions report (package version): the
+// Go buildpack takes no linker flags from the zip, so Build adds a file
+// to package version that sets them. The zero Stamp adds none (version
+// "dev").
+type Stamp struct {
+	Version, Commit string
+}
+
+// Build writes the zip of the module in moduleDir, stamped with stamp, to
+// w and returns the paths it holds, sorted.
+func Build(ctx context.Context, moduleDir string, stamp Stamp, w io.Writer) ([]string, error) {
 	files, err := sourceFiles(ctx, moduleDir)
 	if err != nil {
 		return nil, err
 	}
-	contents := make(map[string][]byte, len(files))
+	contents := make(map[string][]byte, len(files)+1)
+	if stamp != (Stamp{}) {
+		if !semver.IsValid(stamp.Version) || semver.Canonical(stamp.Version) != stamp.Version {
+			return nil, fmt.Errorf("stamp %q: want a release version, vMAJOR.MINOR.PATCH", stamp.Version)
+		}
+		if !slices.ContainsFunc(files, func(f string) bool { return path.Dir(f) == path.Dir(version.StampPath) }) {
+			return nil, fmt.Errorf("stamp %s: the functions do not import package version, so nothing would report it", stamp.Version)
+		}
+		if slices.Contains(files, version.StampPath) {
+			return nil, fmt.Errorf("stamp %s: %s exists in the source; remove it (the builder writes it)", stamp.Version, version.StampPath)
+		}
+		files = append(files, version.StampPath)
+		slices.Sort(files)
+		contents[version.StampPath] = version.StampFile(stamp.Version, stamp.Commit)
+	}
 	root := map[string][]byte{}
 	for _, name := range files {
+		if _, ok := contents[name]; ok {
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join(moduleDir, filepath.FromSlash(name)))
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", name, err)

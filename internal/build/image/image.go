@@ -64,12 +64,17 @@ func ParseDockerfile(path string) ([]Stage, error) {
 var (
 	digestRef = regexp.MustCompile(`^[a-z0-9.\-/]+:[A-Za-z0-9.\-_]+@sha256:[0-9a-f]{64}$`)
 	goTag     = regexp.MustCompile(`golang:(\d+\.\d+(\.\d+)?)`)
+	buildArg  = regexp.MustCompile(`\$\{([A-Z_]+)\}`)
 )
 
 // Problems lists what breaks the rules in a program's stages: a build
 // stage and a runtime; goMod is the module's go.mod, versionFlag the -X
-// flag that tells the binary its version (e.g.
-// "publisher.Version=${VERSION}").
+// flags that tell the binary its version (VersionFlags), each ${ARG} in
+// them declared by the stage.
+// VersionFlags are the linker flags that stamp fleetcast's version and
+// commit (package version) from the build arguments VERSION and COMMIT.
+const VersionFlags = "-X github.com/fleetcast/fleetcast/version.version=${VERSION} -X github.com/fleetcast/fleetcast/version.commit=${COMMIT}"
+
 func Problems(stages []Stage, goMod []byte, versionFlag string) []string {
 	var out []string
 	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
@@ -109,8 +114,12 @@ func Problems(stages []Stage, goMod []byte, versionFlag string) []string {
 		if !declared["TARGETOS"] || !declared["TARGETARCH"] {
 			bad("TARGETOS and TARGETARCH are empty in a stage that does not declare them (ARG)")
 		}
-		if !strings.Contains(l, versionFlag) || !declared["VERSION"] {
-			bad("the binary must know its version: -X ...%s, with ARG VERSION", versionFlag)
+		undeclared := false
+		for _, m := range buildArg.FindAllStringSubmatch(versionFlag, -1) {
+			undeclared = undeclared || !declared[m[1]]
+		}
+		if !strings.Contains(l, versionFlag) || undeclared {
+			bad("the binary must know its version: %s, with an ARG for each ${...}", versionFlag)
 		}
 	}
 	if !compiles {

@@ -15,8 +15,9 @@ FROM --platform=$BUILDPLATFORM golang:1.26.6-bookworm@sha256:116d58cbd88c1297624
 ARG TARGETOS
 ARG TARGETARCH
 ARG VERSION=dev
+ARG COMMIT=unknown
 RUN GOOS=$TARGETOS GOARCH=$TARGETARCH go build \
-      -ldflags="-X example.com/p.Version=${VERSION}" -o /out/p ./cmd/p
+      -ldflags="-X p.v=${VERSION} -X p.c=${COMMIT}" -o /out/p ./cmd/p
 FROM gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639
 COPY --from=build /out/p /p
 USER 65532:65532
@@ -28,7 +29,7 @@ func problems(t *testing.T, dockerfile, goVersion string) []string {
 	require.NoError(t, os.WriteFile(path, []byte(dockerfile), 0o644))
 	stages, err := ParseDockerfile(path)
 	require.NoError(t, err)
-	return Problems(stages, []byte("module m\n\ngo "+goVersion+"\n"), "p.Version=${VERSION}")
+	return Problems(stages, []byte("module m\n\ngo "+goVersion+"\n"), "-X p.v=${VERSION} -X p.c=${COMMIT}")
 }
 
 // TestEachRuleFailsItsBreach: the good file passes, and each breach is
@@ -40,7 +41,9 @@ func TestEachRuleFailsItsBreach(t *testing.T) {
 		{"compiled under emulation", "--platform=$BUILDPLATFORM ", "", "1.26.6", "builder's platform"},
 		{"TARGETOS undeclared", "ARG TARGETOS\n", "", "1.26.6", "TARGETOS and TARGETARCH are empty"},
 		{"not cross-compiled", "GOOS=$TARGETOS GOARCH=$TARGETARCH ", "", "1.26.6", "cross-compile"},
-		{"no version", "-X example.com/p.Version=${VERSION}", "", "1.26.6", "know its version"},
+		{"no version", "-X p.v=${VERSION} -X p.c=${COMMIT}", "", "1.26.6", "know its version"},
+		{"no commit", "-X p.c=${COMMIT}", "", "1.26.6", "know its version"},
+		{"a flag's argument undeclared", "ARG COMMIT=unknown\n", "", "1.26.6", "an ARG for each"},
 		{"another Go minor", "", "", "1.27.0", "not go.mod's minor"},
 		{"an older Go patch", "", "", "1.26.8", "older than go.mod's"},
 		{"as root", "USER 65532:65532\n", "", "1.26.6", "USER 65532:65532"},

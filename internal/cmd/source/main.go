@@ -25,11 +25,17 @@ func run(ctx context.Context, args []string, _ func(string) string, stdout, stde
 	fs.SetOutput(stderr)
 	out := fs.String("o", "functions.zip", "where to write the zip")
 	dir := fs.String("C", ".", "the module's root directory")
+	var stamp source.Stamp
+	fs.StringVar(&stamp.Version, "version", "", "the release the functions report (vMAJOR.MINOR.PATCH); empty: dev")
+	fs.StringVar(&stamp.Commit, "commit", "", "the commit the functions report (with -version)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	var buf bytes.Buffer
-	files, err := source.Build(ctx, *dir, &buf)
+	if stamp.Commit != "" && stamp.Version == "" {
+		return fmt.Errorf("-commit needs -version")
+	}
+	files, err := source.Build(ctx, *dir, stamp, &buf)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,26 @@ output "publisher_flags" {
   }
 }
 
+output "registry" {
+  description = "The Artifact Registry repository of fleetcast's images and chart, REGION-docker.pkg.dev/PROJECT/REPOSITORY: make image IMAGE=<registry>/fleetcast-publisher; helm push CHART.tgz oci://<registry>/charts."
+  value       = local.registry
+}
+
+output "publisher_image" {
+  description = "The publisher's image repository (the chart's image.repository, which publisher_chart_values set)."
+  value       = local.publisher_image
+}
+
+output "image_build_service_account" {
+  description = "The account Cloud Build builds and pushes images as (make cloudbuild); the caller needs roles/iam.serviceAccountUser on it."
+  value       = google_service_account.build.email
+}
+
+output "image_pullers" {
+  description = "Who pulls the publisher's image in each cluster (granted roles/artifactregistry.reader on the repository): a GKE cluster's node service account; for a cluster elsewhere, its publisher's Google service account, which mints its image pull secret."
+  value       = local.image_pullers
+}
+
 output "publisher_chart_values" {
   description = "The publisher Helm chart's values for each cluster: terraform output -json publisher_chart_values | jq '.CLUSTER' > values.yaml, then helm install fleetcast-publisher publisher/chart -n NAMESPACE --create-namespace -f values.yaml (NAMESPACE the cluster's namespace)."
   value = merge(
@@ -52,6 +72,7 @@ output "publisher_chart_values" {
         project          = var.project_id
         topic            = google_pubsub_topic.events[name].name
         traceSampleRatio = var.trace_sample_ratio
+        image            = { repository = local.publisher_image }
         # The Workload Identity member is this namespace's account.
         serviceAccount = { name = c.service_account }
         identity       = { type = "gke", serviceAccount = google_service_account.publisher[name].email, namespace = c.namespace }
@@ -64,6 +85,10 @@ output "publisher_chart_values" {
         project          = var.project_id
         topic            = google_pubsub_topic.events[name].name
         traceSampleRatio = var.trace_sample_ratio
+        image            = { repository = local.publisher_image }
+        # Minted from the publisher's identity (terraform/README.md,
+        # "Pulling the image").
+        imagePullSecrets = [{ name = "fleetcast-registry" }]
         # The provider admits only this namespace's account.
         serviceAccount = { name = c.service_account }
         identity = {

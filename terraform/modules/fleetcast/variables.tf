@@ -85,14 +85,16 @@ variable "clusters" {
       issuer_uri = string
       jwks_json  = optional(string)
     }))
-    namespace       = optional(string, "fleetcast")
-    service_account = optional(string, "fleetcast-publisher")
-    labels          = optional(map(string), {})
+    namespace            = optional(string, "fleetcast")
+    service_account      = optional(string, "fleetcast-publisher")
+    labels               = optional(map(string), {})
+    node_service_account = optional(string)
   }))
   description = <<-EOT
     Game clusters, by fleetcast cluster name (a DNS-1123 label), each with its Kubernetes namespace and service account, labels describing it, and exactly one identity:
     gke_project, the project of a GKE cluster whose Workload Identity pool <gke_project>.svc.id.goog the publisher runs in;
     or workload_identity_federation, for a cluster elsewhere (EKS, AKS, on-premises): the issuer of its service account tokens (kubectl get --raw /.well-known/openid-configuration), and, when that issuer is not reachable from the internet, its JWKS (kubectl get --raw /openid/v1/jwks). Such a cluster gets a workload identity pool and provider of its own.
+    node_service_account: a GKE cluster's nodes' service account, granted to pull the publisher's image (gcloud container node-pools describe POOL --cluster CLUSTER --format='value(config.serviceAccount)'); required when gke_project is another project, the project's Compute Engine default account otherwise.
   EOT
   default     = {}
   validation {
@@ -120,6 +122,14 @@ variable "clusters" {
   validation {
     condition     = alltrue([for c in values(var.clusters) : can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", c.namespace)) && can(regex("^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$", c.service_account))])
     error_message = "Every cluster's namespace must be a DNS-1123 label and its service_account a DNS-1123 subdomain, as Kubernetes names them."
+  }
+  validation {
+    condition     = alltrue([for c in values(var.clusters) : c.gke_project == null || c.gke_project == var.project_id || c.node_service_account != null])
+    error_message = "A GKE cluster in another project pulls the publisher's image as its nodes' service account, which Terraform cannot look up offline: set node_service_account for ${join(", ", [for name, c in var.clusters : name if c.gke_project != null && c.gke_project != var.project_id && c.node_service_account == null])} (gcloud container node-pools describe POOL --cluster CLUSTER --project GKE_PROJECT --format='value(config.serviceAccount)'; \"default\" is GKE_PROJECT_NUMBER-compute@developer.gserviceaccount.com)."
+  }
+  validation {
+    condition     = alltrue([for c in values(var.clusters) : c.node_service_account == null || (c.gke_project != null && can(regex("^[^@]+@[^@]+\\.gserviceaccount\\.com$", c.node_service_account)))])
+    error_message = "node_service_account is a GKE cluster's nodes' service account email (NAME@PROJECT.iam.gserviceaccount.com, or NUMBER-compute@developer.gserviceaccount.com); a cluster outside GKE pulls with an image pull secret instead."
   }
   validation {
     condition     = alltrue([for c in values(var.clusters) : (c.gke_project == null) != (c.workload_identity_federation == null)])
@@ -600,4 +610,20 @@ variable "slo_query_latency_seconds" {
     condition     = var.slo_query_latency_seconds > 0
     error_message = "slo_query_latency_seconds must be positive."
   }
+}
+
+variable "registry_location" {
+  type        = string
+  description = "Location of the Artifact Registry repository of fleetcast's images and chart: a region, or a multi-region (europe, us, asia) for clusters on several continents. Default: region."
+  default     = null
+  validation {
+    condition     = var.registry_location == null || can(regex("^([a-z]+-[a-z]+[0-9]|europe|us|asia)$", var.registry_location))
+    error_message = "registry_location must be a region such as europe-west1 or a multi-region: europe, us or asia."
+  }
+}
+
+variable "registry_immutable_tags" {
+  type        = bool
+  description = "Refuse to move a tag of the image repository: a release's tag names one image for good (push a new version instead)."
+  default     = true
 }

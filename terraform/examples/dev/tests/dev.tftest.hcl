@@ -35,8 +35,9 @@ run "dev_publishes_the_clusters_it_is_given" {
   variables {
     clusters = {
       "pc-dev" = {
-        gke_project = "studio-games-dev"
-        labels      = { platform = "pc", env = "dev" }
+        gke_project          = "studio-games-dev"
+        node_service_account = "gke-nodes@studio-games-dev.iam.gserviceaccount.com"
+        labels               = { platform = "pc", env = "dev" }
       }
     }
   }

@@ -21,9 +21,9 @@ variables {
   project_id          = "studio-fleets"
   function_source_zip = "main.tf" # any existing file stands in for the zip
   clusters = {
-    "pc-eu"   = { gke_project = "studio-game-eu", labels = { platform = "pc" } }
-    "ps5-us"  = { gke_project = "studio-game-us", labels = { platform = "ps5" } }
-    "xbox-ap" = { gke_project = "studio-game-ap" }
+    "pc-eu"   = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com", labels = { platform = "pc" } }
+    "ps5-us"  = { gke_project = "studio-game-us", node_service_account = "gke-nodes@studio-game-us.iam.gserviceaccount.com", labels = { platform = "ps5" } }
+    "xbox-ap" = { gke_project = "studio-game-ap", node_service_account = "gke-nodes@studio-game-ap.iam.gserviceaccount.com" }
   }
   query_invokers = ["group:matchmakers@studio.example"]
 }

@@ -78,13 +78,15 @@ variables {
   function_source_zip = "tests/fleetcast.tftest.hcl" # any existing file stands in for the zip
   clusters = {
     "pc-eu" = {
-      gke_project = "studio-game-eu"
-      labels      = { platform = "pc", region = "europe-west1" }
+      gke_project          = "studio-game-eu"
+      node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com"
+      labels               = { platform = "pc", region = "europe-west1" }
     }
     "ps5-us" = {
-      gke_project     = "studio-game-us"
-      namespace       = "agents"
-      service_account = "publisher"
+      gke_project          = "studio-game-us"
+      node_service_account = "gke-nodes@studio-game-us.iam.gserviceaccount.com"
+      namespace            = "agents"
+      service_account      = "publisher"
     }
   }
   query_invokers = ["serviceAccount:matchmaker@studio-fleets.iam.gserviceaccount.com"]
@@ -279,7 +281,7 @@ run "the_longest_cluster_name_fits_its_service_account" {
   command = apply
   variables {
     # fleetcast-pub- is 14 characters: 16 remain of the 30.
-    clusters = { "abcdefghij-12345" = { gke_project = "studio-game-eu" } }
+    clusters = { "abcdefghij-12345" = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com" } }
   }
   assert {
     condition     = alltrue([for id in concat([for sa in google_service_account.publisher : sa.account_id], [google_service_account.ingest.account_id, google_service_account.query.account_id, google_service_account.push.account_id, google_service_account.build.account_id]) : can(regex("^[a-z][-a-z0-9]{4,28}[a-z0-9]$", id))])
@@ -290,7 +292,7 @@ run "the_longest_cluster_name_fits_its_service_account" {
 run "a_cluster_name_too_long_for_its_service_account" {
   command = plan
   variables {
-    clusters = { "abcdefghij-123456" = { gke_project = "studio-game-eu" } }
+    clusters = { "abcdefghij-123456" = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com" } }
   }
   expect_failures = [var.clusters]
 }
@@ -299,7 +301,7 @@ run "the_longest_prefix_leaves_room_for_a_short_cluster_name" {
   command = plan
   variables {
     name_prefix = "fleetcast-abcde"
-    clusters    = { "pc-eu-west" = { gke_project = "studio-game-eu" } }
+    clusters    = { "pc-eu-west" = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com" } }
   }
   assert {
     condition     = length(google_service_account.publisher["pc-eu-west"].account_id) == 30 && length(google_service_account.build.account_id) <= 30
@@ -311,7 +313,7 @@ run "a_longer_cluster_name_with_the_longest_prefix_is_refused" {
   command = plan
   variables {
     name_prefix = "fleetcast-abcde"
-    clusters    = { "pc-eu-west1" = { gke_project = "studio-game-eu" } }
+    clusters    = { "pc-eu-west1" = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com" } }
   }
   expect_failures = [var.clusters]
 }
@@ -402,7 +404,7 @@ run "query_limits_are_cloud_runs" {
 run "a_cluster_name_must_be_a_dns_label" {
   command = plan
   variables {
-    clusters = { "PC_EU" = { gke_project = "studio-game-eu" } }
+    clusters = { "PC_EU" = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com" } }
   }
   expect_failures = [var.clusters]
 }
@@ -443,7 +445,7 @@ run "a_cluster_outside_gke_federates_its_own_pool" {
   command = apply
   variables {
     clusters = {
-      "pc-eu" = { gke_project = "studio-game-eu" }
+      "pc-eu" = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com" }
       "eks-us" = {
         workload_identity_federation = { issuer_uri = "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE" }
         labels                       = { platform = "pc", region = "us-east-1" }
@@ -488,12 +490,79 @@ run "a_cluster_outside_gke_federates_its_own_pool" {
   }
 }
 
+run "images_live_in_one_repository_every_cluster_can_pull_from" {
+  command = apply
+  variables {
+    clusters = {
+      "pc-eu"  = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com" }
+      "own-eu" = { gke_project = "studio-fleets" }
+      "eks-us" = { workload_identity_federation = { issuer_uri = "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE" } }
+    }
+  }
+  assert {
+    condition     = google_artifact_registry_repository.images.format == "DOCKER" && google_artifact_registry_repository.images.location == "europe-west1" && google_artifact_registry_repository.images.repository_id == "fleetcast" && google_artifact_registry_repository.images.docker_config[0].immutable_tags
+    error_message = "one Docker repository in the functions' region, its tags immutable"
+  }
+  assert {
+    condition     = output.registry == "europe-west1-docker.pkg.dev/studio-fleets/fleetcast" && output.publisher_image == "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-publisher"
+    error_message = "the registry and the publisher's image are named as Artifact Registry names them"
+  }
+  assert {
+    condition     = google_artifact_registry_repository_iam_member.pull["pc-eu"].member == "serviceAccount:gke-nodes@studio-game-eu.iam.gserviceaccount.com" && google_artifact_registry_repository_iam_member.pull["pc-eu"].role == "roles/artifactregistry.reader"
+    error_message = "a GKE cluster of another project pulls as its nodes' service account"
+  }
+  assert {
+    condition     = google_artifact_registry_repository_iam_member.pull["own-eu"].member == "serviceAccount:123456789012-compute@developer.gserviceaccount.com"
+    error_message = "a GKE cluster of this project pulls as the Compute Engine default account unless told otherwise"
+  }
+  assert {
+    condition     = google_artifact_registry_repository_iam_member.pull["eks-us"].member == "serviceAccount:fleetcast-pub@studio-fleets.iam.gserviceaccount.com" && output.publisher_chart_values["eks-us"].imagePullSecrets == [{ name = "fleetcast-registry" }]
+    error_message = "a cluster outside GKE pulls with a secret minted as its publisher's identity, which the chart's values name"
+  }
+  assert {
+    condition     = alltrue([for name in ["pc-eu", "own-eu", "eks-us"] : output.publisher_chart_values[name].image.repository == output.publisher_image])
+    error_message = "every cluster's chart values name the repository's image"
+  }
+  assert {
+    condition     = google_artifact_registry_repository_iam_member.build_push.member == "serviceAccount:fleetcast-build@studio-fleets.iam.gserviceaccount.com" && google_artifact_registry_repository_iam_member.build_push.role == "roles/artifactregistry.writer" && output.image_build_service_account == "fleetcast-build@studio-fleets.iam.gserviceaccount.com"
+    error_message = "Cloud Build pushes as the build account"
+  }
+}
+
+run "a_multi_region_registry" {
+  command = plan
+  variables {
+    registry_location = "europe"
+  }
+  assert {
+    condition     = output.registry == "europe-docker.pkg.dev/studio-fleets/fleetcast"
+    error_message = "a multi-region repository is named by its multi-region"
+  }
+}
+
+run "a_gke_cluster_of_another_project_names_its_nodes_account" {
+  command = plan
+  variables {
+    clusters = { "pc-eu" = { gke_project = "studio-game-eu" } }
+  }
+  expect_failures = [var.clusters]
+}
+
+run "a_cluster_outside_gke_has_no_node_account" {
+  command = plan
+  variables {
+    clusters = { "eks-us" = { workload_identity_federation = { issuer_uri = "https://issuer.example.com" }, node_service_account = "x@p.iam.gserviceaccount.com" } }
+  }
+  expect_failures = [var.clusters]
+}
+
 run "a_cluster_needs_exactly_one_identity" {
   command = plan
   variables {
     clusters = {
       "both" = {
         gke_project                  = "studio-game-eu"
+        node_service_account         = "gke-nodes@studio-game-eu.iam.gserviceaccount.com"
         workload_identity_federation = { issuer_uri = "https://issuer.example.com" }
       }
     }
@@ -537,8 +606,8 @@ run "two_gke_clusters_of_one_project_cannot_share_an_identity" {
   command = plan
   variables {
     clusters = {
-      "pc-eu"  = { gke_project = "studio-game-eu" }
-      "ps5-eu" = { gke_project = "studio-game-eu" }
+      "pc-eu"  = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com" }
+      "ps5-eu" = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com" }
     }
   }
   expect_failures = [var.clusters]
@@ -548,9 +617,9 @@ run "two_gke_clusters_of_one_project_with_their_own_accounts" {
   command = plan
   variables {
     clusters = {
-      "pc-eu"  = { gke_project = "studio-game-eu" }
-      "ps5-eu" = { gke_project = "studio-game-eu", service_account = "fleetcast-publisher-ps5-eu" }
-      "pc-us"  = { gke_project = "studio-game-us" }
+      "pc-eu"  = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com" }
+      "ps5-eu" = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com", service_account = "fleetcast-publisher-ps5-eu" }
+      "pc-us"  = { gke_project = "studio-game-us", node_service_account = "gke-nodes@studio-game-us.iam.gserviceaccount.com" }
     }
   }
   assert {
