@@ -134,7 +134,7 @@ func TestCloudBuildConfigurationKeepsCloudBuildsRules(t *testing.T) {
 
 	// make cloudbuild passes exactly the declared substitutions.
 	makefile := string(mustRead(t, "../Makefile"))
-	m := regexp.MustCompile(`--substitutions (\S+) \.`).FindStringSubmatch(makefile)
+	m := regexp.MustCompile(`(?m)--substitutions (.+) \.$`).FindStringSubmatch(makefile)
 	require.NotNil(t, m, "make cloudbuild's gcloud builds submit --substitutions")
 	var passed []string
 	for _, kv := range strings.Split(m[1], ",") {
