@@ -102,6 +102,9 @@ type ClusterDocument struct {
 	// TotalsTruncated reports that Totals hold only the MaxAggregates
 	// counters and lists of the largest capacity.
 	TotalsTruncated bool `json:"totalsTruncated,omitempty" firestore:"totalsTruncated,omitempty"`
+	// AllocatorEndpoint is the snapshot's: the cluster's Agones allocator
+	// service, host:port, or empty.
+	AllocatorEndpoint string `json:"allocatorEndpoint,omitempty" firestore:"allocatorEndpoint,omitempty"`
 	// WrittenAt is Firestore's commit time of the write, as on Document.
 	WrittenAt time.Time `json:"writtenAt,omitzero" firestore:"writtenAt,serverTimestamp"`
 }
@@ -264,16 +267,17 @@ func ApplySnapshotToCluster(stored *ClusterDocument, snap Event, now time.Time) 
 	}
 	now = now.Truncate(time.Microsecond).UTC()
 	return &ClusterDocument{
-		Cluster:         snap.Cluster,
-		Labels:          nonNil(snap.Snapshot.ClusterLabels),
-		Publisher:       snap.Publisher,
-		SnapshotVersion: snap.Version,
-		SnapshotParts:   int64(snap.Snapshot.Parts),
-		HeartbeatAt:     snap.ObservedAt.Time(),
-		IngestedAt:      now,
-		FleetCount:      snap.Snapshot.FleetCount,
-		Totals:          *NewDocStatus(snap.Snapshot.Totals),
-		TotalsTruncated: snap.Snapshot.TotalsTruncated,
+		Cluster:           snap.Cluster,
+		Labels:            nonNil(snap.Snapshot.ClusterLabels),
+		Publisher:         snap.Publisher,
+		SnapshotVersion:   snap.Version,
+		SnapshotParts:     int64(snap.Snapshot.Parts),
+		HeartbeatAt:       snap.ObservedAt.Time(),
+		IngestedAt:        now,
+		FleetCount:        snap.Snapshot.FleetCount,
+		Totals:            *NewDocStatus(snap.Snapshot.Totals),
+		TotalsTruncated:   snap.Snapshot.TotalsTruncated,
+		AllocatorEndpoint: snap.Snapshot.AllocatorEndpoint,
 	}
 }
 

@@ -207,10 +207,16 @@ func TestApplySnapshotToClusterOnlyForNewerSnapshots(t *testing.T) {
 	parts := fleet.SplitSnapshot(nil, fleet.DefaultSnapshotPartBytes)
 	snap := snapshotEvent(1, 10, parts, 0)
 	snap.Snapshot.ClusterLabels = map[string]string{"platform": "pc"}
+	snap.Snapshot.AllocatorEndpoint = "34.1.2.3:443"
 	snap.Snapshot.Totals = fleet.Status{ReadyReplicas: 4, Counters: map[string]fleet.Aggregate{"rooms": {Count: 1, Capacity: 3}}}
+	require.NoError(t, snap.Validate())
 	c := fleet.ApplySnapshotToCluster(nil, snap, t0)
 	require.NotNil(t, c)
 	assert.Equal(t, "pc", c.Labels["platform"])
+	assert.Equal(t, "34.1.2.3:443", c.AllocatorEndpoint, "the cluster's record advertises its allocator")
+	bad := snap
+	bad.Snapshot.AllocatorEndpoint = "allocator"
+	assert.ErrorIs(t, bad.Validate(), fleet.ErrInvalid, "an endpoint without a port is refused")
 	assert.Equal(t, int64(2), c.Totals.Counters["rooms"].Available)
 	assert.Nil(t, fleet.ApplySnapshotToCluster(c, snap, t0), "same snapshot (another part): no write")
 	older := snapshotEvent(1, 9, parts, 0)

@@ -106,6 +106,10 @@ type Snapshot struct {
 	// each with the largest capacity. Added after schemaVersion 1's first
 	// release, with a default: older publishers omit it.
 	TotalsTruncated bool `json:"totalsTruncated"`
+	// AllocatorEndpoint is where matchmakers allocate in the cluster, its
+	// Agones allocator service's host:port; empty when not advertised.
+	// Added in revision 3, with a default.
+	AllocatorEndpoint string `json:"allocatorEndpoint"`
 }
 
 // FleetRef names a fleet within a cluster.
@@ -377,6 +381,9 @@ func (s Snapshot) validate(v Version) error {
 		return fmt.Errorf("%w: snapshot.fleetCount %d: less than the %d fleets of this part", ErrInvalid, s.FleetCount, len(s.Fleets))
 	}
 	if err := ValidateLabels("snapshot.clusterLabels", s.ClusterLabels); err != nil {
+		return err
+	}
+	if err := ValidateEndpoint("snapshot.allocatorEndpoint", s.AllocatorEndpoint); err != nil {
 		return err
 	}
 	return s.Totals.validate("snapshot.totals")

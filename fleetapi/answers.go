@@ -113,6 +113,10 @@ type Cluster struct {
 	// OverBudget: its fleets exceed the instance's memory budget and are
 	// left out of its view (it is stale) until its next full load.
 	OverBudget bool `json:"overBudget,omitempty"`
+	// AllocatorEndpoint is where to allocate game servers in the cluster:
+	// its Agones allocator service, host:port, as its publisher advertises
+	// it; empty when it does not.
+	AllocatorEndpoint string `json:"allocatorEndpoint,omitempty"`
 }
 
 // ClusterList lists every cluster.
@@ -126,7 +130,7 @@ func NewCluster(c *fleet.ClusterDocument, stale bool) Cluster {
 	t.Counters, t.Lists = nonNil(t.Counters), nonNil(t.Lists)
 	return Cluster{
 		Cluster: c.Cluster, Labels: nonNil(c.Labels), Publisher: c.Publisher, HeartbeatAt: c.HeartbeatAt,
-		FleetCount: c.FleetCount, Totals: t, TotalsTruncated: c.TotalsTruncated, Stale: stale,
+		FleetCount: c.FleetCount, Totals: t, TotalsTruncated: c.TotalsTruncated, Stale: stale, AllocatorEndpoint: c.AllocatorEndpoint,
 	}
 }
 

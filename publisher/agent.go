@@ -40,6 +40,8 @@ type AgentConfig struct {
 	MinInterval time.Duration
 	// ClusterLabels describe the cluster in snapshots.
 	ClusterLabels map[string]string
+	// AllocatorEndpoint is advertised in snapshots.
+	AllocatorEndpoint string
 	// SnapshotPartBytes is the size snapshot parts aim at.
 	SnapshotPartBytes int
 	// RefreshInterval, if positive, re-sends every fleet's last event
@@ -359,6 +361,7 @@ func (a *Agent) snapshotLocked() {
 		ev := base
 		ev.Snapshot = part
 		ev.Snapshot.ClusterLabels = a.cfg.ClusterLabels
+		ev.Snapshot.AllocatorEndpoint = a.cfg.AllocatorEndpoint
 		ev.Snapshot.FleetCount = int64(len(entries))
 		ev.Snapshot.Totals = totals
 		ev.Snapshot.TotalsTruncated = truncated
@@ -376,17 +379,24 @@ func (a *Agent) snapshotLocked() {
 	for _, ev := range events {
 		a.sink.Enqueue(ev)
 	}
-	if truncated != a.truncated {
-		a.truncated = truncated
-		if truncated {
-			a.log.Warn("the cluster's fleets name more counters or lists than snapshot totals hold; totals keep the largest",
-				logging.KeyCluster, a.cfg.Cluster, "max", fleet.MaxAggregates)
-		} else {
-			a.log.Info("snapshot totals hold every counter and list again", logging.KeyCluster, a.cfg.Cluster)
-		}
-	}
+	a.noteTruncated(truncated)
 	a.metrics.LastSnapshot.Set(float64(now.UnixNano()) / 1e9)
 	a.log.Debug("snapshot", logging.KeyCluster, a.cfg.Cluster, logging.KeyVersion, base.Version.String(), "fleets", len(entries))
+}
+
+// noteTruncated logs when snapshot totals start or stop keeping only the
+// largest counters and lists.
+func (a *Agent) noteTruncated(truncated bool) {
+	if truncated == a.truncated {
+		return
+	}
+	a.truncated = truncated
+	if truncated {
+		a.log.Warn("the cluster's fleets name more counters or lists than snapshot totals hold; totals keep the largest",
+			logging.KeyCluster, a.cfg.Cluster, "max", fleet.MaxAggregates)
+	} else {
+		a.log.Info("snapshot totals hold every counter and list again", logging.KeyCluster, a.cfg.Cluster)
+	}
 }
 
 func (a *Agent) emitUpsert(k fleet.Key, e *entry) {

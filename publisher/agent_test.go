@@ -148,10 +148,11 @@ func newTestAgent(tb testing.TB) (*Agent, *recordingSink, *manualClock) {
 	clk := newManualClock(time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC))
 	sink := &recordingSink{}
 	a := NewAgent(AgentConfig{
-		Cluster:       "pc",
-		Publisher:     fleet.Publisher{ID: "pub-0", Version: "test"},
-		MinInterval:   time.Second,
-		ClusterLabels: map[string]string{"platform": "pc"},
+		Cluster:           "pc",
+		Publisher:         fleet.Publisher{ID: "pub-0", Version: "test"},
+		MinInterval:       time.Second,
+		ClusterLabels:     map[string]string{"platform": "pc"},
+		AllocatorEndpoint: "34.1.2.3:443",
 	}, clk, sink, testMetrics(tb), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return a, sink, clk
 }
@@ -257,6 +258,7 @@ func TestAgentFollowerOnlyTracksAndStartTermPublishesEverything(t *testing.T) {
 	assert.Equal(t, int64(2), snap.Snapshot.FleetCount)
 	assert.Equal(t, int64(3), snap.Snapshot.Totals.ReadyReplicas)
 	assert.Equal(t, "pc", snap.Snapshot.ClusterLabels["platform"])
+	assert.Equal(t, "34.1.2.3:443", snap.Snapshot.AllocatorEndpoint, "every snapshot advertises the allocator")
 	assert.Equal(t, snap.Version, a.Stamped(), "the newest version stamped")
 	a.Snapshot()
 	assert.Equal(t, 1, sink.take(t)[0].Version.Compare(snap.Version), "stamped later: larger")

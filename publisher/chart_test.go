@@ -244,6 +244,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{gke, []string{"identity.namespace=games"}, `identity.namespace "games": the Workload Identity binding is for that namespace's service account, but the release is in "fleetcast"`},
 		{gke, []string{"serviceAccount.name=Bad_Name"}, `serviceAccount.name "Bad_Name"`},
 		{gke, []string{"serviceAccount.nmae=x"}, "additional properties 'nmae' not allowed"},
+		{gke, []string{"allocatorEndpoint=https://34.1.2.3"}, "/allocatorEndpoint"},
 	} {
 		t.Run(strings.Join(tc.set, ","), func(t *testing.T) {
 			_, _, err := renderChart(t, "fleetcast", tc.files, tc.set...)
@@ -283,8 +284,9 @@ func TestChartTemplatesGKE(t *testing.T) {
 	// to the publisher's flags.
 	m, _ = mustRenderChart(t, "games-ops", nil, testImage, "cluster=ps5-asia", "project=p", "identity.type=none", "replicas=3",
 		"labelSelector=tier!=test", "intervals.snapshot=15s", "labelsExclude={noise/*,tmp}", "image.tag=0.2.9", "podDisruptionBudget.enabled=false",
-		"traceSampleRatio=0.05")
+		"traceSampleRatio=0.05", "allocatorEndpoint=34.1.2.3:443")
 	cfg = configOf(t, m, "x")
+	assert.Equal(t, "34.1.2.3:443", cfg.AllocatorEndpoint, "the cluster's allocator, advertised")
 	assert.Equal(t, 0.05, cfg.TraceSampleRatio, "--set passes it as a string")
 	assert.Equal(t, "fleet-events-ps5-asia", cfg.Topic)
 	assert.Equal(t, "tier!=test", cfg.LabelSelector)

@@ -16,18 +16,22 @@ import (
 // refuses a Config that Validate refuses. The program fleetcast-publisher
 // fills it from its flags and their FLEETCAST_* variables.
 type Config struct {
-	Cluster           string            // this cluster's name, a DNS-1123 label (required)
-	ClusterLabels     map[string]string // labels of the cluster, in snapshots
-	Project           string            // the topic's Google Cloud project (required)
-	Topic             string            // the topic's ID: DefaultTopicPrefix + Cluster unless set
-	Namespaces        []string          // namespaces watched; empty: all
-	LabelSelector     string            // only the fleets it matches
-	Projection        Projection        // which labels and annotations events carry
-	MinInterval       time.Duration     // least time between two publishes of one fleet
-	SnapshotInterval  time.Duration     // time between snapshots (the heartbeat)
-	RefreshInterval   time.Duration     // re-send a fleet's last event once it is this old; 0: never
-	LeaderElect       bool              // one publishing instance per cluster, through a Lease
-	LeaseName         string            // the Lease, which also holds the term
+	Cluster       string            // this cluster's name, a DNS-1123 label (required)
+	ClusterLabels map[string]string // labels of the cluster, in snapshots
+	// AllocatorEndpoint is the cluster's Agones allocator service,
+	// host:port, advertised in snapshots so that matchmakers learn where
+	// to allocate from the same API; empty: not advertised.
+	AllocatorEndpoint string
+	Project           string        // the topic's Google Cloud project (required)
+	Topic             string        // the topic's ID: DefaultTopicPrefix + Cluster unless set
+	Namespaces        []string      // namespaces watched; empty: all
+	LabelSelector     string        // only the fleets it matches
+	Projection        Projection    // which labels and annotations events carry
+	MinInterval       time.Duration // least time between two publishes of one fleet
+	SnapshotInterval  time.Duration // time between snapshots (the heartbeat)
+	RefreshInterval   time.Duration // re-send a fleet's last event once it is this old; 0: never
+	LeaderElect       bool          // one publishing instance per cluster, through a Lease
+	LeaseName         string        // the Lease, which also holds the term
 	LeaseNamespace    string
 	LeaseDuration     time.Duration // how long a leader's Lease lasts unrenewed
 	RenewDeadline     time.Duration // how long the leader retries renewing before it stops
@@ -138,6 +142,9 @@ func (c Config) Validate() error {
 		bad("Cluster", "is required")
 	} else if err := fleet.ValidateClusterName(c.Cluster); err != nil {
 		bad("Cluster", "%w", err)
+	}
+	if err := fleet.ValidateEndpoint("allocator endpoint", c.AllocatorEndpoint); err != nil {
+		bad("AllocatorEndpoint", "%w", err)
 	}
 	if err := fleet.ValidateLabels("labels", c.ClusterLabels); err != nil {
 		bad("ClusterLabels", "%w", err)

@@ -118,6 +118,7 @@ func New(cfg Config, deps Deps) (*Publisher, error) {
 	var local Local
 	if cfg.GRPCAddr != "" {
 		p.store = inform.NewStore(cfg.Cluster, fleet.Publisher{ID: cfg.ID, Version: cfg.PublisherVersion}, cfg.ClusterLabels, p.clock.Now)
+		p.store.SetAllocatorEndpoint(cfg.AllocatorEndpoint)
 		local = p.store
 		if !cfg.GRPCPlaintext {
 			if p.certs, err = inform.NewCerts(cfg.TLSCertFile, cfg.TLSPrivateKeyFile, cfg.ClientCAFile, p.clock.Now, p.log); err != nil {
@@ -131,6 +132,7 @@ func New(cfg Config, deps Deps) (*Publisher, error) {
 		Publisher:         fleet.Publisher{ID: cfg.ID, Version: cfg.PublisherVersion},
 		MinInterval:       cfg.MinInterval,
 		ClusterLabels:     cfg.ClusterLabels,
+		AllocatorEndpoint: cfg.AllocatorEndpoint,
 		SnapshotPartBytes: cfg.SnapshotPartBytes,
 		RefreshInterval:   cfg.RefreshInterval,
 		Local:             local,

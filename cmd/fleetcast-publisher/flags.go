@@ -42,6 +42,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		cfg.ClusterLabels, err = parseLabels(s)
 		return err
 	})
+	f.str(&cfg.AllocatorEndpoint, "allocator-endpoint", "AllocatorEndpoint", "HOST:PORT of this cluster's Agones allocator service, advertised on the cluster's record so matchmakers learn where to allocate; empty: none")
 	f.str(&cfg.Project, "project", "Project", "Google Cloud project of the topic: $GOOGLE_CLOUD_PROJECT unless set")
 	f.str(&cfg.Topic, "topic", "Topic", "Pub/Sub topic ID: "+publisher.DefaultTopicPrefix+"<cluster> unless set (the ingest function lets each topic write only its own cluster)")
 	f.list(&cfg.Namespaces, "namespaces", "Namespaces", "namespaces to watch, comma-separated; all when empty")

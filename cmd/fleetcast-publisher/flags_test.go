@@ -22,6 +22,7 @@ func TestParseConfig(t *testing.T) {
 		"POD_NAME":                     "pub-7",
 		"POD_NAMESPACE":                "fleetcast",
 		"FLEETCAST_TRACE_SAMPLE_RATIO": "0.05",
+		"FLEETCAST_ALLOCATOR_ENDPOINT": "34.1.2.3:443",
 	}
 	c, _, err := parseConfig([]string{"--min-interval=2s", "--labels-exclude=pod-template-hash,noisy/*"}, func(k string) string { return env[k] }, io.Discard)
 	require.NoError(t, err)
@@ -37,6 +38,7 @@ func TestParseConfig(t *testing.T) {
 	assert.Equal(t, 30*time.Second, c.SnapshotInterval)
 	assert.Equal(t, "fleet-events-pc-eu", c.Topic, "each cluster its own topic")
 	assert.Equal(t, 0.05, c.TraceSampleRatio)
+	assert.Equal(t, "34.1.2.3:443", c.AllocatorEndpoint)
 }
 
 func TestParseConfigErrorsNameTheSetting(t *testing.T) {
@@ -55,6 +57,7 @@ func TestParseConfigErrorsNameTheSetting(t *testing.T) {
 		{"renew after lease", []string{"--renew-deadline=20s"}, base, "--renew-deadline"},
 		{"bad selector", []string{"--label-selector=a in (b"}, base, "--label-selector"},
 		{"bad cluster labels", []string{"--cluster-labels=platform"}, base, "--cluster-labels"},
+		{"bad allocator endpoint", []string{"--allocator-endpoint=https://34.1.2.3"}, base, "--allocator-endpoint: "},
 		{"bad boolean", nil, map[string]string{"FLEETCAST_CLUSTER": "pc", "GOOGLE_CLOUD_PROJECT": "p", "FLEETCAST_LEADER_ELECT": "maybe"}, "FLEETCAST_LEADER_ELECT"},
 		{"stray argument", []string{"extra"}, base, "unexpected arguments"},
 		{"bad duration flag", []string{"--lease-duration=long"}, base, "--lease-duration"},

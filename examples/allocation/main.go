@@ -10,8 +10,11 @@
 // (proto/allocation).
 //
 //	go run . --fleetcast https://fleetcast-query-….run.app -l platform=pc --min-ready 1 \
-//	  --allocator pc-eu=34.1.2.3:443 --allocator pc-us=35.4.5.6:443 \
 //	  --cert client.crt --key client.key --ca ca.crt
+//
+// Each cluster's allocator is the endpoint its publisher advertises
+// (--allocator-endpoint, on the cluster's record); --allocator
+// CLUSTER=HOST:PORT names another.
 //
 // The allocator's client certificate and CA come from the cluster's
 // Agones installation (docs: "Allocator Service"): the Secret
@@ -87,6 +90,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(list.Items) == 0 {
 		return fmt.Errorf("no fleet matches %q with %d ready game servers: nowhere to allocate", cfg.selector, cfg.minReady)
 	}
+	// Where each cluster allocates: what its publisher advertises, unless
+	// --allocator says otherwise.
+	clusters, err := fc.ListClusters(lctx)
+	if err != nil {
+		return fmt.Errorf("ask fleetcast for the clusters' allocators: %w", err)
+	}
+	for _, c := range clusters.Items {
+		if _, set := cfg.allocators[c.Cluster]; !set && c.AllocatorEndpoint != "" {
+			cfg.allocators[c.Cluster] = c.AllocatorEndpoint
+		}
+	}
 	var failures []string
 	for i, f := range list.Items {
 		res, err := allocate(ctx, cfg, f)
@@ -106,7 +120,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func allocate(ctx context.Context, cfg config, f fleetapi.Fleet) (*allocation.AllocationResponse, error) {
 	addr, ok := cfg.allocators[f.Cluster]
 	if !ok {
-		return nil, fmt.Errorf("no --allocator for cluster %s", f.Cluster)
+		return nil, fmt.Errorf("cluster %s advertises no allocator endpoint (its publisher's --allocator-endpoint), and no --allocator names one", f.Cluster)
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg.tls)))
 	if err != nil {
@@ -146,7 +160,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&cfg.minReady, "min-ready", 1, "least ready game servers a candidate has")
 	fs.IntVar(&cfg.candidates, "candidates", 3, "how many fleets to try, best first")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "deadline of each call")
-	fs.Func("allocator", "CLUSTER=HOST:PORT, the cluster's agones-allocator service (repeatable)", func(v string) error {
+	fs.Func("allocator", "CLUSTER=HOST:PORT, the cluster's agones-allocator service, instead of the one it advertises (repeatable)", func(v string) error {
 		c, addr, ok := strings.Cut(v, "=")
 		if !ok || c == "" || addr == "" {
 			return fmt.Errorf("want CLUSTER=HOST:PORT, got %q", v)
@@ -165,8 +179,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case cfg.fleetcast == "":
 		return config{}, errors.New("--fleetcast is required: the query API's base URL")
-	case len(cfg.allocators) == 0:
-		return config{}, errors.New("--allocator CLUSTER=HOST:PORT is required, once per cluster")
 	case cfg.candidates < 1 || cfg.candidates > fleetapi.MaxPageSize:
 		return config{}, fmt.Errorf("--candidates %d: want 1 to %d", cfg.candidates, fleetapi.MaxPageSize)
 	}

@@ -114,7 +114,8 @@ func (p pki) serve(t *testing.T, a *fakeAllocator) string {
 // query API would for -l platform=pc --min-ready 1.
 type fakeFleetcast struct {
 	fleetcastv1connect.UnimplementedInformationServiceHandler
-	got *fleetcastv1.InformRequest
+	got       *fleetcastv1.InformRequest
+	endpoints map[string]string // advertised, by cluster
 }
 
 func (f *fakeFleetcast) Inform(_ context.Context, r *connect.Request[fleetcastv1.InformRequest]) (*connect.Response[fleetcastv1.InformResponse], error) {
@@ -128,6 +129,16 @@ func (f *fakeFleetcast) Inform(_ context.Context, r *connect.Request[fleetcastv1
 	}}), nil
 }
 
+// ListClusters answers the clusters' records, with the allocator
+// endpoints their publishers advertise.
+func (f *fakeFleetcast) ListClusters(context.Context, *connect.Request[fleetcastv1.ListClustersRequest]) (*connect.Response[fleetcastv1.ListClustersResponse], error) {
+	var out []*fleetcastv1.Cluster
+	for name, e := range f.endpoints {
+		out = append(out, &fleetcastv1.Cluster{ClusterName: name, AllocatorEndpoint: e})
+	}
+	return connect.NewResponse(&fleetcastv1.ListClustersResponse{Clusters: out}), nil
+}
+
 // TestAllocatesOnTheNextCandidateWhenTheFirstFilledUp: fleetcast ranks
 // pc-eu first, but its allocator has no Ready game server left; the
 // example tries pc-us, whose allocator allocates, over mutual TLS.
@@ -135,7 +146,9 @@ func TestAllocatesOnTheNextCandidateWhenTheFirstFilledUp(t *testing.T) {
 	p := newPKI(t)
 	eu, us := &fakeAllocator{full: true}, &fakeAllocator{}
 	euAddr, usAddr := p.serve(t, eu), p.serve(t, us)
-	fc := &fakeFleetcast{}
+	// pc-eu advertises a dead endpoint, which --allocator overrides;
+	// pc-us advertises its real one.
+	fc := &fakeFleetcast{endpoints: map[string]string{"pc-eu": "127.0.0.1:1", "pc-us": usAddr}}
 	path, h := fleetcastv1connect.NewInformationServiceHandler(fc)
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
@@ -144,7 +157,7 @@ func TestAllocatesOnTheNextCandidateWhenTheFirstFilledUp(t *testing.T) {
 
 	var out, errOut bytes.Buffer
 	err := run(t.Context(), []string{"--fleetcast", query.URL, "-l", "platform=pc", "--min-ready", "1",
-		"--allocator", "pc-eu=" + euAddr, "--allocator", "pc-us=" + usAddr,
+		"--allocator", "pc-eu=" + euAddr,
 		"--cert", filepath.Join(p.dir, "client.crt"), "--key", filepath.Join(p.dir, "client.key"), "--ca", filepath.Join(p.dir, "ca.crt")}, &out, &errOut)
 	require.NoError(t, err, errOut.String())
 	assert.Equal(t, "pc-us/games/rooms-us: game server rooms-x7k2p at 203.0.113.7 ports 7654 (default)\n", out.String())
@@ -181,7 +194,7 @@ func TestEveryCandidateFailing(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no candidate could allocate")
 	assert.Contains(t, err.Error(), "pc-eu/games/rooms-eu: filled up since")
-	assert.Contains(t, err.Error(), "pc-us/games/rooms-us: no --allocator for cluster pc-us")
+	assert.Contains(t, err.Error(), "pc-us/games/rooms-us: cluster pc-us advertises no allocator endpoint")
 	assert.Empty(t, out.String())
 
 	// Without a client certificate the handshake fails: mutual TLS.
@@ -201,7 +214,6 @@ func fleetapiFleet(cluster string) fleetapi.Fleet {
 func TestBadFlags(t *testing.T) {
 	for args, want := range map[string][]string{
 		"--fleetcast is required":    {"--allocator", "a=b:1"},
-		"--allocator CLUSTER":        {"--fleetcast", "http://x"},
 		"want CLUSTER=HOST:PORT":     {"--allocator", "nohost"},
 		"--cert, --key and --ca":     {"--fleetcast", "http://x", "--allocator", "a=b:1"},
 		"-l: ":                       {"--fleetcast", "http://x", "--allocator", "a=b:1", "-l", "in (x"},

@@ -109,7 +109,7 @@ func Cluster(c fleetapi.Cluster) *fleetcastv1.Cluster {
 		Totals: &fleetcastv1.FleetTotals{Replicas: t.Replicas, ReadyGameservers: t.ReadyReplicas, ReservedGameservers: t.ReservedReplicas,
 			AllocatedGameservers: t.AllocatedReplicas, Allocations: t.Allocations, Players: capacity(t.Players),
 			Counters: aggregates(t.Counters), Lists: aggregates(t.Lists)},
-		TotalsTruncated: c.TotalsTruncated, Stale: c.Stale,
+		TotalsTruncated: c.TotalsTruncated, Stale: c.Stale, AllocatorEndpoint: c.AllocatorEndpoint,
 	}
 }
 
@@ -123,7 +123,7 @@ func FromCluster(m *fleetcastv1.Cluster) fleetapi.Cluster {
 		Totals: fleet.DocStatus{Replicas: t.GetReplicas(), ReadyReplicas: t.GetReadyGameservers(), ReservedReplicas: t.GetReservedGameservers(),
 			AllocatedReplicas: t.GetAllocatedGameservers(), Allocations: t.GetAllocations(), Players: fromCapacity(t.GetPlayers()),
 			Counters: fromAggregates(t.GetCounters()), Lists: fromAggregates(t.GetLists())},
-		TotalsTruncated: m.GetTotalsTruncated(), Stale: m.GetStale(),
+		TotalsTruncated: m.GetTotalsTruncated(), Stale: m.GetStale(), AllocatorEndpoint: m.GetAllocatorEndpoint(),
 	}
 }
 

@@ -41,7 +41,7 @@ func fullCluster() fleetapi.Cluster {
 		FleetCount: 3, Totals: fleet.DocStatus{Replicas: 30, ReadyReplicas: 12, ReservedReplicas: 1, AllocatedReplicas: 4, Allocations: 9,
 			Players: fleet.DocCapacity{Count: 1, Capacity: 2, Available: 1}, Counters: map[string]fleet.DocAggregate{"rooms": {Capacity: 3, Available: 3}},
 			Lists: map[string]fleet.DocAggregate{}},
-		TotalsTruncated: true, Stale: true,
+		TotalsTruncated: true, Stale: true, AllocatorEndpoint: "allocator.pc.example.com:443",
 	}
 }
 

@@ -35,6 +35,7 @@ type Store struct {
 	cluster   string
 	publisher fleet.Publisher
 	labels    map[string]string
+	allocator string // the advertised allocator endpoint
 	now       func() time.Time
 
 	mu         sync.Mutex
@@ -55,6 +56,14 @@ var _ fleetapi.Follower = (*Store)(nil)
 func NewStore(cluster string, publisher fleet.Publisher, labels map[string]string, now func() time.Time) *Store {
 	return &Store{cluster: cluster, publisher: publisher, labels: maps.Clone(labels), now: now,
 		fleets: map[string]*fleet.Document{}, states: map[string]fleet.State{}, listeners: map[*listener]struct{}{}}
+}
+
+// SetAllocatorEndpoint sets the allocator endpoint the cluster's record
+// advertises (before the store serves).
+func (s *Store) SetAllocatorEndpoint(e string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.allocator = e
 }
 
 // stamp returns the next write's time: now, or just after the previous
@@ -137,6 +146,7 @@ func (s *Store) Heartbeat() {
 	now := s.stamp()
 	part := fleet.SplitSnapshot(nil, fleet.DefaultSnapshotPartBytes)[0]
 	part.ClusterLabels, part.FleetCount, part.Totals, part.TotalsTruncated = s.labels, int64(len(s.states)), totals, truncated
+	part.AllocatorEndpoint = s.allocator
 	c := fleet.ApplySnapshotToCluster(s.clusterDoc, fleet.Event{SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindSnapshot,
 		Cluster: s.cluster, Version: fleet.Version{Term: 1, Seq: s.seq}, ObservedAt: fleet.MicrosOf(now), Publisher: s.publisher, Snapshot: part}, now)
 	if c == nil {

@@ -1929,8 +1929,12 @@ type Cluster struct {
 	// totals hold only the counters and lists of the largest capacity.
 	TotalsTruncated bool `protobuf:"varint,7,opt,name=totals_truncated,json=totalsTruncated,proto3" json:"totals_truncated,omitempty"`
 	Stale           bool `protobuf:"varint,8,opt,name=stale,proto3" json:"stale,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Where to allocate game servers in the cluster: its Agones allocator
+	// service (allocation.proto's Allocate, mutual TLS), host:port, as its
+	// publisher advertises it (--allocator-endpoint); empty when it does not.
+	AllocatorEndpoint string `protobuf:"bytes,9,opt,name=allocator_endpoint,json=allocatorEndpoint,proto3" json:"allocator_endpoint,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Cluster) Reset() {
@@ -2017,6 +2021,13 @@ func (x *Cluster) GetStale() bool {
 		return x.Stale
 	}
 	return false
+}
+
+func (x *Cluster) GetAllocatorEndpoint() string {
+	if x != nil {
+		return x.AllocatorEndpoint
+	}
+	return ""
 }
 
 // Publisher is the agent that reports a cluster.
@@ -2504,7 +2515,7 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\acluster\x18\x01 \x01(\v2\x15.fleetcast.v1.ClusterR\acluster\"\x15\n" +
 	"\x13ListClustersRequest\"I\n" +
 	"\x14ListClustersResponse\x121\n" +
-	"\bclusters\x18\x01 \x03(\v2\x15.fleetcast.v1.ClusterR\bclusters\"\xe8\x02\n" +
+	"\bclusters\x18\x01 \x03(\v2\x15.fleetcast.v1.ClusterR\bclusters\"\x97\x03\n" +
 	"\aCluster\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12+\n" +
 	"\x06labels\x18\x02 \x03(\v2\x13.fleetcast.v1.LabelR\x06labels\x125\n" +
@@ -2514,7 +2525,8 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"fleetCount\x121\n" +
 	"\x06totals\x18\x06 \x01(\v2\x19.fleetcast.v1.FleetTotalsR\x06totals\x12)\n" +
 	"\x10totals_truncated\x18\a \x01(\bR\x0ftotalsTruncated\x12\x14\n" +
-	"\x05stale\x18\b \x01(\bR\x05stale\"5\n" +
+	"\x05stale\x18\b \x01(\bR\x05stale\x12-\n" +
+	"\x12allocator_endpoint\x18\t \x01(\tR\x11allocatorEndpoint\"5\n" +
 	"\tPublisher\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\"\xbc\x04\n" +

@@ -38,6 +38,7 @@ output "publisher_flags" {
       "--lease-namespace=${c.namespace}",
       length(c.labels) > 0 ? "--cluster-labels=${join(",", [for k in sort(keys(c.labels)) : "${k}=${c.labels[k]}"])}" : "",
       "--trace-sample-ratio=${var.trace_sample_ratio}",
+      c.allocator_endpoint != "" ? "--allocator-endpoint=${c.allocator_endpoint}" : "",
     ]))
   }
 }
@@ -67,12 +68,13 @@ output "publisher_chart_values" {
   value = merge(
     {
       for name, c in var.clusters : name => {
-        cluster          = name
-        clusterLabels    = c.labels
-        project          = var.project_id
-        topic            = google_pubsub_topic.events[name].name
-        traceSampleRatio = var.trace_sample_ratio
-        image            = { repository = local.publisher_image }
+        cluster           = name
+        clusterLabels     = c.labels
+        project           = var.project_id
+        topic             = google_pubsub_topic.events[name].name
+        traceSampleRatio  = var.trace_sample_ratio
+        allocatorEndpoint = c.allocator_endpoint
+        image             = { repository = local.publisher_image }
         # The Workload Identity member is this namespace's account.
         serviceAccount = { name = c.service_account }
         identity       = { type = "gke", serviceAccount = google_service_account.publisher[name].email, namespace = c.namespace }
@@ -80,12 +82,13 @@ output "publisher_chart_values" {
     },
     {
       for name, c in local.federated : name => {
-        cluster          = name
-        clusterLabels    = c.labels
-        project          = var.project_id
-        topic            = google_pubsub_topic.events[name].name
-        traceSampleRatio = var.trace_sample_ratio
-        image            = { repository = local.publisher_image }
+        cluster           = name
+        clusterLabels     = c.labels
+        project           = var.project_id
+        topic             = google_pubsub_topic.events[name].name
+        traceSampleRatio  = var.trace_sample_ratio
+        allocatorEndpoint = c.allocator_endpoint
+        image             = { repository = local.publisher_image }
         # Minted from the publisher's identity (terraform/README.md,
         # "Pulling the image").
         imagePullSecrets = [{ name = "fleetcast-registry" }]

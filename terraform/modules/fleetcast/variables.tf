@@ -89,11 +89,13 @@ variable "clusters" {
     service_account      = optional(string, "fleetcast-publisher")
     labels               = optional(map(string), {})
     node_service_account = optional(string)
+    allocator_endpoint   = optional(string, "")
   }))
   description = <<-EOT
     Game clusters, by fleetcast cluster name (a DNS-1123 label), each with its Kubernetes namespace and service account, labels describing it, and exactly one identity:
     gke_project, the project of a GKE cluster whose Workload Identity pool <gke_project>.svc.id.goog the publisher runs in;
     or workload_identity_federation, for a cluster elsewhere (EKS, AKS, on-premises): the issuer of its service account tokens (kubectl get --raw /.well-known/openid-configuration), and, when that issuer is not reachable from the internet, its JWKS (kubectl get --raw /openid/v1/jwks). Such a cluster gets a workload identity pool and provider of its own.
+    allocator_endpoint: the cluster's Agones allocator service, HOST:PORT, which its publisher advertises on the cluster's record (allocatorEndpoint) so that matchmakers learn where to allocate.
     node_service_account: a GKE cluster's nodes' service account, granted to pull the publisher's image (gcloud container node-pools describe POOL --cluster CLUSTER --format='value(config.serviceAccount)'); required when gke_project is another project, the project's Compute Engine default account otherwise.
   EOT
   default     = {}
@@ -126,6 +128,10 @@ variable "clusters" {
   validation {
     condition     = alltrue([for c in values(var.clusters) : c.gke_project == null || c.gke_project == var.project_id || c.node_service_account != null])
     error_message = "A GKE cluster in another project pulls the publisher's image as its nodes' service account, which Terraform cannot look up offline: set node_service_account for ${join(", ", [for name, c in var.clusters : name if c.gke_project != null && c.gke_project != var.project_id && c.node_service_account == null])} (gcloud container node-pools describe POOL --cluster CLUSTER --project GKE_PROJECT --format='value(config.serviceAccount)'; \"default\" is GKE_PROJECT_NUMBER-compute@developer.gserviceaccount.com)."
+  }
+  validation {
+    condition     = alltrue([for c in values(var.clusters) : c.allocator_endpoint == "" || can(regex("^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]+\\]):[0-9]{1,5}$", c.allocator_endpoint))])
+    error_message = "Every cluster's allocator_endpoint must be empty or HOST:PORT, the agones-allocator Service's address (a DNS name or an IP address, IPv6 in brackets) and port."
   }
   validation {
     condition     = alltrue([for c in values(var.clusters) : c.node_service_account == null || (c.gke_project != null && can(regex("^[^@]+@[^@]+\\.gserviceaccount\\.com$", c.node_service_account)))])

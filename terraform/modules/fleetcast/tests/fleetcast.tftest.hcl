@@ -494,7 +494,7 @@ run "images_live_in_one_repository_every_cluster_can_pull_from" {
   command = apply
   variables {
     clusters = {
-      "pc-eu"  = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com" }
+      "pc-eu"  = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com", allocator_endpoint = "34.1.2.3:443" }
       "own-eu" = { gke_project = "studio-fleets" }
       "eks-us" = { workload_identity_federation = { issuer_uri = "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE" } }
     }
@@ -527,6 +527,18 @@ run "images_live_in_one_repository_every_cluster_can_pull_from" {
     condition     = google_artifact_registry_repository_iam_member.build_push.member == "serviceAccount:fleetcast-build@studio-fleets.iam.gserviceaccount.com" && google_artifact_registry_repository_iam_member.build_push.role == "roles/artifactregistry.writer" && output.image_build_service_account == "fleetcast-build@studio-fleets.iam.gserviceaccount.com"
     error_message = "Cloud Build pushes as the build account"
   }
+  assert {
+    condition     = output.publisher_chart_values["pc-eu"].allocatorEndpoint == "34.1.2.3:443" && strcontains(output.publisher_flags["pc-eu"], "--allocator-endpoint=34.1.2.3:443") && output.publisher_chart_values["own-eu"].allocatorEndpoint == "" && !strcontains(output.publisher_flags["own-eu"], "--allocator-endpoint")
+    error_message = "a cluster's allocator endpoint reaches its publisher, which advertises it"
+  }
+}
+
+run "an_allocator_endpoint_is_host_and_port" {
+  command = plan
+  variables {
+    clusters = { "own-eu" = { gke_project = "studio-fleets", allocator_endpoint = "https://34.1.2.3" } }
+  }
+  expect_failures = [var.clusters]
 }
 
 run "a_multi_region_registry" {
