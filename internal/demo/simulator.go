@@ -324,7 +324,13 @@ func (s *simulator) run(ctx context.Context, interval time.Duration) error {
 			return nil
 		case <-t.C:
 		}
-		if err := s.step(ctx, tick); err != nil && ctx.Err() == nil {
+		// Each step has its own deadline: near the run's end, the
+		// client's rate limiter would refuse a call that might outlast
+		// the run's deadline, which is no failure of the step.
+		stepCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := s.step(stepCtx, tick)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			return err
 		}
 	}
