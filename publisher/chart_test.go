@@ -28,26 +28,15 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/internal/testenv"
 	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
 	"github.com/fleetcast/fleetcast/internal/testenv/proc"
 	"github.com/fleetcast/fleetcast/publisher"
 )
 
-// helmBinary is the Helm make test builds (scripts/helm.sh, from the
-// pinned module in tools/helm). Without it the chart's tests fail under
-// REQUIRE_HELM=1, as make test sets, and skip otherwise.
-func helmBinary(tb testing.TB) string {
-	tb.Helper()
-	if h := os.Getenv("HELM"); h != "" {
-		return h
-	}
-	if os.Getenv("REQUIRE_HELM") == "1" {
-		tb.Fatal("HELM is not set; run make test, which builds Helm (scripts/helm.sh path)")
-	}
-	tb.Skip("HELM is not set; make test builds Helm (scripts/helm.sh path)")
-	return ""
-}
+// helmBinary is the Helm make test builds (testenv.Helm).
+func helmBinary(tb testing.TB) string { return testenv.Helm(tb) }
 
 // testImage sets a repository other than the chart's placeholder, which
 // the chart refuses.

@@ -24,26 +24,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetcast/fleetcast/internal/build/release"
+	"github.com/fleetcast/fleetcast/internal/testenv"
 )
 
 const (
 	testVersion = "v9.8.7-rc.1"
 	testCommit  = "0123456789abcdef0123456789abcdef01234567"
 )
-
-// helm is the helm binary: $HELM, required under make test
-// (REQUIRE_HELM=1).
-func helm(tb testing.TB) string {
-	tb.Helper()
-	if h := os.Getenv("HELM"); h != "" {
-		return h
-	}
-	if os.Getenv("REQUIRE_HELM") == "1" {
-		tb.Fatal("HELM is not set; run make test, which builds Helm (scripts/helm.sh path)")
-	}
-	tb.Skip("HELM is not set; make test builds Helm (scripts/helm.sh path)")
-	return ""
-}
 
 // TestReleaseArtifacts builds a whole release into a temporary directory
 // and checks every artifact: its name, its checksum, and the version and
@@ -53,7 +40,7 @@ func TestReleaseArtifacts(t *testing.T) {
 	out := t.TempDir()
 	progress := &logged{t: t}
 	artifacts, err := release.Build(t.Context(), release.Options{
-		Version: testVersion, Commit: testCommit, ModuleDir: "../../..", OutDir: out, Helm: helm(t), Progress: progress,
+		Version: testVersion, Commit: testCommit, ModuleDir: "../../..", OutDir: out, Helm: testenv.Helm(t), Progress: progress,
 	})
 	require.NoError(t, err)
 	names := release.Names(testVersion)
