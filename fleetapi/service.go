@@ -102,6 +102,10 @@ type Options struct {
 	// once; past it, Watch refuses with ResourceExhausted
 	// (DefaultMaxWatches).
 	MaxWatches int
+	// Policy is the placement policy of a Place request that gives none
+	// (the query side's PLACEMENT_POLICY); the zero Policy gives every
+	// cluster priority 0 and weight 1.
+	Policy Policy
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// Log receives the view's loads and skipped documents; none when nil.
@@ -411,6 +415,7 @@ type API interface {
 	ListClusters(ctx context.Context) (ClusterList, error)
 	GetCluster(ctx context.Context, name string) (Cluster, error)
 	LabelValues(ctx context.Context, key string, includeStale bool) (LabelValues, error)
+	Place(ctx context.Context, req PlaceRequest) (Placements, error)
 }
 
 // ListFleets answers one page of a fleet query.

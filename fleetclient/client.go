@@ -265,3 +265,13 @@ func (c *Client) LabelValues(ctx context.Context, key string, includeStale bool)
 	}
 	return lv, nil
 }
+
+// Place answers where a match can go now (Place): the candidates, best
+// first, and why other fleets cannot take it.
+func (c *Client) Place(ctx context.Context, req fleetapi.PlaceRequest) (fleetapi.Placements, error) {
+	resp, err := c.rpc.Place(ctx, connect.NewRequest(fleetpb.PlaceRequest(req)))
+	if err != nil {
+		return fleetapi.Placements{}, ErrorOf(err)
+	}
+	return fleetpb.FromPlacements(resp.Msg), nil
+}

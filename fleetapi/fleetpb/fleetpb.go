@@ -4,6 +4,7 @@
 package fleetpb
 
 import (
+	"fmt"
 	"maps"
 	"net/url"
 	"slices"
@@ -266,6 +267,103 @@ func fromAggregates(m map[string]*fleetcastv1.Aggregate) map[string]fleet.DocAgg
 	for k, a := range m {
 		out[k] = fleet.DocAggregate{Count: a.GetCount(), Capacity: a.GetCapacity(), AllocatedCount: a.GetAllocatedCount(),
 			AllocatedCapacity: a.GetAllocatedCapacity(), Available: a.GetAvailable()}
+	}
+	return out
+}
+
+// PlaceValues are a PlaceRequest as the parameters of GET
+// /v1/placements, which fleetapi.ParsePlace reads and checks, so that
+// both edges refuse alike; each rule is SELECTOR:PRIORITY:WEIGHT.
+func PlaceValues(m *fleetcastv1.PlaceRequest) url.Values {
+	v := FilterValues(m.GetFilter())
+	if m.GetCount() != 0 {
+		v.Set("count", strconv.Itoa(int(m.GetCount())))
+	}
+	if m.GetGameServers() != 0 {
+		v.Set("gameServers", strconv.FormatInt(m.GetGameServers(), 10))
+	}
+	if m.GetPlayers() != 0 {
+		v.Set("players", strconv.FormatInt(m.GetPlayers(), 10))
+	}
+	for _, r := range m.GetPolicy() {
+		weight := int32(1)
+		if r.Weight != nil {
+			weight = r.GetWeight()
+		}
+		v.Add("policy", fmt.Sprintf("%s:%d:%d", r.GetClusterSelector(), r.GetPriority(), weight))
+	}
+	return v
+}
+
+// PlaceRequest is r as the InformationService's request (but Rand).
+func PlaceRequest(r fleetapi.PlaceRequest) *fleetcastv1.PlaceRequest {
+	q := r.Filter
+	q.Counter, q.MinAvailable, q.List, q.MinListAvail = r.Need.Counter, r.Need.CounterAvailable, r.Need.List, r.Need.ListAvailable
+	m := &fleetcastv1.PlaceRequest{Filter: Filter(q), GameServers: r.Need.GameServers, Players: r.Need.Players, Count: int32(r.Count)}
+	if r.Policy != nil {
+		for _, rule := range r.Policy.Rules {
+			sel := ""
+			if rule.Clusters != nil {
+				sel = rule.Clusters.String()
+			}
+			m.Policy = append(m.Policy, &fleetcastv1.PlacementRule{ClusterSelector: sel, Priority: rule.Priority, Weight: &rule.Weight})
+		}
+		if len(r.Policy.Rules) == 0 { // every cluster alike
+			m.Policy = []*fleetcastv1.PlacementRule{{}}
+		}
+	}
+	return m
+}
+
+var reasonOf = map[fleetapi.Reason]fleetcastv1.LeftOutReason{
+	fleetapi.FilteredOut:       fleetcastv1.LeftOutReason_LEFT_OUT_REASON_FILTERED_OUT,
+	fleetapi.StaleCluster:      fleetcastv1.LeftOutReason_LEFT_OUT_REASON_STALE,
+	fleetapi.NotInPolicy:       fleetcastv1.LeftOutReason_LEFT_OUT_REASON_NOT_IN_POLICY,
+	fleetapi.TooLittleCapacity: fleetcastv1.LeftOutReason_LEFT_OUT_REASON_TOO_LITTLE_CAPACITY,
+}
+
+// Placements is p as the InformationService's answer.
+func Placements(p fleetapi.Placements) *fleetcastv1.PlaceResponse {
+	out := &fleetcastv1.PlaceResponse{Eligible: int32(p.Eligible), Policy: p.Policy, PolicySource: p.PolicySource}
+	for _, c := range p.Placements {
+		out.Placements = append(out.Placements, &fleetcastv1.Placement{ClusterName: c.Cluster, Namespace: c.Namespace, FleetName: c.Name,
+			Labels: labelsOf(c.Labels), AllocatorEndpoint: c.AllocatorEndpoint, Resource: c.Resource, Available: c.Available,
+			ReadyGameservers: c.ReadyReplicas, Priority: c.Priority, Weight: c.Weight, ObservedTime: timestamppb.New(c.ObservedAt),
+			LagMillis: c.LagMillis, HeartbeatAgeMillis: c.HeartbeatAgeMillis, Stale: c.Stale})
+	}
+	for _, l := range p.LeftOut {
+		out.LeftOut = append(out.LeftOut, &fleetcastv1.LeftOut{Reason: reasonOf[l.Reason], Fleets: int32(l.Fleets), Clusters: l.Clusters,
+			ClusterCount: int32(l.ClusterCount), Message: l.Message})
+	}
+	return out
+}
+
+// FromPlacements is the inverse of Placements.
+func FromPlacements(m *fleetcastv1.PlaceResponse) fleetapi.Placements {
+	out := fleetapi.Placements{Placements: []fleetapi.Placement{}, Eligible: int(m.GetEligible()), LeftOut: []fleetapi.LeftOut{},
+		Policy: m.GetPolicy(), PolicySource: m.GetPolicySource()}
+	if out.Policy == nil {
+		out.Policy = []string{}
+	}
+	for _, c := range m.GetPlacements() {
+		out.Placements = append(out.Placements, fleetapi.Placement{Cluster: c.GetClusterName(), Namespace: c.GetNamespace(), Name: c.GetFleetName(),
+			Labels: labelMap(c.GetLabels()), AllocatorEndpoint: c.GetAllocatorEndpoint(), Resource: c.GetResource(), Available: c.GetAvailable(),
+			ReadyReplicas: c.GetReadyGameservers(), Priority: c.GetPriority(), Weight: c.GetWeight(), ObservedAt: c.GetObservedTime().AsTime(),
+			LagMillis: c.GetLagMillis(), HeartbeatAgeMillis: c.GetHeartbeatAgeMillis(), Stale: c.GetStale()})
+	}
+	for _, l := range m.GetLeftOut() {
+		r := fleetapi.Reason("")
+		for k, v := range reasonOf {
+			if v == l.GetReason() {
+				r = k
+			}
+		}
+		clusters := l.GetClusters()
+		if clusters == nil {
+			clusters = []string{}
+		}
+		out.LeftOut = append(out.LeftOut, fleetapi.LeftOut{Reason: r, Fleets: int(l.GetFleets()), Clusters: clusters,
+			ClusterCount: int(l.GetClusterCount()), Message: l.GetMessage()})
 	}
 	return out
 }

@@ -33,7 +33,7 @@ var fieldOf = map[string]string{
 	"list": "filter.list", "minListAvailable": "filter.min_list_available", "rolloutComplete": "filter.rollout_complete",
 	"includeStale": "filter.include_stale",
 	"orderBy":      "order_by", "pageSize": "page_size", "pageToken": "page_token", "key": "key",
-	"resumeToken": "resume_token",
+	"resumeToken": "resume_token", "count": "count", "gameServers": "game_servers", "players": "players", "policy": "policy",
 }
 
 // informQuery turns an InformRequest into the query /v1/fleets would
@@ -211,4 +211,17 @@ func (s *information) LabelValues(ctx context.Context, req *connect.Request[flee
 			ReadyGameservers: v.ReadyReplicas, AllocatedGameservers: v.AllocatedReplicas, Clusters: v.Clusters})
 	}
 	return connect.NewResponse(out), nil
+}
+
+// Place answers where a match can go now, as /v1/placements.
+func (s *information) Place(ctx context.Context, req *connect.Request[fleetcastv1.PlaceRequest]) (*connect.Response[fleetcastv1.PlaceResponse], error) {
+	r, err := fleetapi.ParsePlace(fleetpb.PlaceValues(req.Msg))
+	if err != nil {
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
+	}
+	p, err := s.svc.Place(ctx, r)
+	if err != nil {
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
+	}
+	return connect.NewResponse(fleetpb.Placements(p)), nil
 }

@@ -2,12 +2,14 @@ package query_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetapi/fleetpb"
 	"github.com/fleetcast/fleetcast/functions/query"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
@@ -296,4 +299,118 @@ func TestMaxStalenessZeroMeansEveryAnswerWaits(t *testing.T) {
 	assert.Equal(t, fleetapi.DefaultMaxStaleness, c.View.MaxStaleness)
 	_, err = query.ConfigFromEnv(func(k string) string { return map[string]string{"MAX_STALENESS": "-1s"}[k] })
 	assert.ErrorContains(t, err, "MAX_STALENESS")
+}
+
+// placements answers GET /v1/placements?params, checking that the answer
+// is not to be cached (each is drawn afresh).
+func placements(t *testing.T, url string) fleetapi.Placements {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
+	assert.Empty(t, resp.Header.Get("ETag"))
+	var p fleetapi.Placements
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+	return p
+}
+
+// comparable orders a placement's candidates by rank, then by name (the
+// order within a rank is drawn at random), and forgets the heartbeats'
+// ages, which grow between two requests.
+func comparable(p fleetapi.Placements) fleetapi.Placements {
+	slices.SortFunc(p.Placements, func(a, b fleetapi.Placement) int {
+		return cmp.Or(cmp.Compare(boolInt(a.Stale), boolInt(b.Stale)), cmp.Compare(a.Priority, b.Priority),
+			cmp.Compare(a.Cluster+"/"+a.Namespace+"/"+a.Name, b.Cluster+"/"+b.Namespace+"/"+b.Name))
+	})
+	for i := range p.Placements {
+		p.Placements[i].HeartbeatAgeMillis = 0
+	}
+	return p
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestPlaceEqualsTheHTTPAPI: over every protocol, Place answers what
+// /v1/placements answers for the same request: the same candidates in the
+// same ranks, the same reasons for the others, the same policy.
+func TestPlaceEqualsTheHTTPAPI(t *testing.T) {
+	srv := server(t)
+	two, one := int32(2), int32(1)
+	cases := []struct {
+		params    string
+		req       *fleetcastv1.PlaceRequest
+		placed    int
+		leftOut   []fleetapi.Reason
+		policySrc string
+	}{
+		{"count=100", &fleetcastv1.PlaceRequest{Count: 100}, 7, []fleetapi.Reason{fleetapi.StaleCluster, fleetapi.TooLittleCapacity}, "none"},
+		{"counter=rooms&minAvailable=8&count=10&policy=platform%3Dps5:0:2&policy=:1",
+			&fleetcastv1.PlaceRequest{Filter: &fleetcastv1.FleetFilter{Counter: "rooms", MinCounterAvailable: 8}, Count: 10,
+				Policy: []*fleetcastv1.PlacementRule{{ClusterSelector: "platform=ps5", Weight: &two}, {Priority: 1, Weight: &one}}},
+			6, []fleetapi.Reason{fleetapi.StaleCluster, fleetapi.TooLittleCapacity}, "request"},
+		{"selector=platform%3Dswitch", &fleetcastv1.PlaceRequest{Filter: &fleetcastv1.FleetFilter{Selector: "platform=switch"}},
+			0, []fleetapi.Reason{fleetapi.FilteredOut}, "none"},
+		{"includeStale=true&count=100&gameServers=3&policy=platform%3Dpc:0",
+			&fleetcastv1.PlaceRequest{Filter: &fleetcastv1.FleetFilter{IncludeStale: true}, Count: 100, GameServers: 3,
+				Policy: []*fleetcastv1.PlacementRule{{ClusterSelector: "platform=pc"}}},
+			1, []fleetapi.Reason{fleetapi.NotInPolicy, fleetapi.TooLittleCapacity}, "request"},
+	}
+	for name, client := range clients(srv) {
+		for _, tc := range cases {
+			t.Run(name+"/"+tc.params, func(t *testing.T) {
+				want := comparable(placements(t, srv.URL+"/v1/placements?"+tc.params))
+				resp, err := client.Place(t.Context(), connect.NewRequest(tc.req))
+				require.NoError(t, err)
+				got := comparable(fleetpb.FromPlacements(resp.Msg))
+				assert.Equal(t, want, got)
+				assert.Len(t, got.Placements, tc.placed)
+				var reasons []fleetapi.Reason
+				for _, l := range got.LeftOut {
+					reasons = append(reasons, l.Reason)
+				}
+				assert.Equal(t, tc.leftOut, reasons)
+				assert.Equal(t, tc.policySrc, got.PolicySource)
+			})
+		}
+	}
+}
+
+// TestPlaceBadRequests: a bad placement is invalid_argument naming the
+// request's field, and 400 naming the parameter.
+func TestPlaceBadRequests(t *testing.T) {
+	srv := server(t)
+	tests := []struct {
+		req    *fleetcastv1.PlaceRequest
+		params string
+		field  string
+	}{
+		{&fleetcastv1.PlaceRequest{Count: 101}, "count=101", "count"},
+		{&fleetcastv1.PlaceRequest{Count: -1}, "count=-1", "count"},
+		{&fleetcastv1.PlaceRequest{GameServers: -1}, "gameServers=-1", "game_servers"},
+		{&fleetcastv1.PlaceRequest{Policy: []*fleetcastv1.PlacementRule{{ClusterSelector: "region in (eu"}}}, "policy=region+in+(eu:0", "policy"},
+		{&fleetcastv1.PlaceRequest{Policy: []*fleetcastv1.PlacementRule{{Priority: -1}}}, "policy=:-1", "policy"},
+		{&fleetcastv1.PlaceRequest{Filter: &fleetcastv1.FleetFilter{Counter: "seats"}}, "counter=seats", "filter.counter"},
+	}
+	for name, client := range clients(srv) {
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.params, func(t *testing.T) {
+				_, err := client.Place(t.Context(), connect.NewRequest(tt.req))
+				ce, ok := errors.AsType[*connect.Error](err)
+				require.True(t, ok, "%v", err)
+				assert.Equal(t, connect.CodeInvalidArgument, ce.Code())
+				assert.True(t, strings.HasPrefix(ce.Message(), tt.field+": "), "%q names %s", ce.Message(), tt.field)
+				resp, err := http.Get(srv.URL + "/v1/placements?" + tt.params)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+			})
+		}
+	}
 }

@@ -77,6 +77,7 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 	h.mux.HandleFunc("/v1/clusters", h.get(listClusters))
 	h.mux.HandleFunc("/v1/clusters/{cluster}", h.get(getCluster))
 	h.mux.HandleFunc("/v1/labels/{key...}", h.get(labelValues))
+	h.mux.HandleFunc("/v1/placements", h.place)
 	h.mux.HandleFunc("/v1/watch", h.watch)
 	h.mux.HandleFunc("/metrics", h.metrics)
 	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC; its
@@ -159,6 +160,28 @@ func (h *Handler) get(e endpoint) http.HandlerFunc {
 	}
 }
 
+// place answers GET /v1/placements. Its answer is drawn at random for each
+// request, so that matchmakers spread their matches: it has no ETag, and
+// no cache may keep it.
+func (h *Handler) place(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		h.failStatus(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "", fmt.Sprintf("method %s not allowed; use GET", r.Method))
+		return
+	}
+	req, err := fleetapi.ParsePlace(r.URL.Query())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	p, err := h.svc.Place(r.Context(), req)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.reply(w, r, p, "", acceptsGzip(r))
+}
+
 func listFleets(r *http.Request) (string, func(*fleetapi.Read) (any, error), error) {
 	q, err := fleetapi.ParseQuery(r.URL.Query())
 	if err != nil {
@@ -215,7 +238,8 @@ func noParams(r *http.Request) error {
 	return nil
 }
 
-// reply writes v as JSON with its ETag, gzipped when the client accepts it.
+// reply writes v as JSON with its ETag, gzipped when the client accepts it;
+// an answer without an ETag is not to be stored.
 func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any, etag string, gz bool) {
 	body, err := json.Marshal(v)
 	if err != nil {
@@ -223,8 +247,12 @@ func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any, etag stri
 		return
 	}
 	hd := w.Header()
-	hd.Set("ETag", etag)
-	hd.Set("Cache-Control", "no-cache")
+	if etag != "" {
+		hd.Set("ETag", etag)
+		hd.Set("Cache-Control", "no-cache")
+	} else {
+		hd.Set("Cache-Control", "no-store")
+	}
 	hd.Set("Vary", "Accept-Encoding")
 	hd.Set("Content-Type", "application/json")
 	if gz {
@@ -321,7 +349,9 @@ type Config struct {
 // for a sync), CLUSTER_REFRESH, COMMIT_LAG, WATCH_POLL, HEARTBEAT,
 // STREAM_WRITE_TIMEOUT, MAX_STREAMS, VIEW_MAX_BYTES, FEED_MAX_BYTES,
 // METRICS_LABELS (fleet label keys, comma-separated), METRICS_MAX_SERIES,
-// METRICS_AGGREGATE and LOG_LEVEL.
+// METRICS_AGGREGATE, PLACEMENT_POLICY (the placement policy of a
+// request that gives none: rules SELECTOR:PRIORITY[:WEIGHT], separated
+// by semicolons) and LOG_LEVEL.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	e := fnruntime.NewEnv(getenv)
@@ -363,6 +393,16 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return fmt.Errorf("want true or false")
 		}
 		return nil
+	})
+	e.Func("PLACEMENT_POLICY", func(v string) (err error) {
+		var rules []string
+		for r := range strings.SplitSeq(v, ";") {
+			if r = strings.TrimSpace(r); r != "" {
+				rules = append(rules, r)
+			}
+		}
+		c.View.Policy, err = fleetapi.ParsePolicy(rules)
+		return err
 	})
 	e.Level(&c.LogLevel, "LOG_LEVEL")
 	e.Ratio(&c.TraceSampleRatio, "TRACE_SAMPLE_RATIO", 0)

@@ -128,6 +128,66 @@ func (ChangeType) EnumDescriptor() ([]byte, []int) {
 	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{1}
 }
 
+// LeftOutReason says why fleets were left out of a placement.
+type LeftOutReason int32
+
+const (
+	LeftOutReason_LEFT_OUT_REASON_UNSPECIFIED LeftOutReason = 0
+	// The filter does not match them.
+	LeftOutReason_LEFT_OUT_REASON_FILTERED_OUT LeftOutReason = 1
+	// Their cluster is stale.
+	LeftOutReason_LEFT_OUT_REASON_STALE LeftOutReason = 2
+	// No rule of the policy matches their cluster, or its weight is 0.
+	LeftOutReason_LEFT_OUT_REASON_NOT_IN_POLICY LeftOutReason = 3
+	// They have less than the match needs.
+	LeftOutReason_LEFT_OUT_REASON_TOO_LITTLE_CAPACITY LeftOutReason = 4
+)
+
+// Enum value maps for LeftOutReason.
+var (
+	LeftOutReason_name = map[int32]string{
+		0: "LEFT_OUT_REASON_UNSPECIFIED",
+		1: "LEFT_OUT_REASON_FILTERED_OUT",
+		2: "LEFT_OUT_REASON_STALE",
+		3: "LEFT_OUT_REASON_NOT_IN_POLICY",
+		4: "LEFT_OUT_REASON_TOO_LITTLE_CAPACITY",
+	}
+	LeftOutReason_value = map[string]int32{
+		"LEFT_OUT_REASON_UNSPECIFIED":         0,
+		"LEFT_OUT_REASON_FILTERED_OUT":        1,
+		"LEFT_OUT_REASON_STALE":               2,
+		"LEFT_OUT_REASON_NOT_IN_POLICY":       3,
+		"LEFT_OUT_REASON_TOO_LITTLE_CAPACITY": 4,
+	}
+)
+
+func (x LeftOutReason) Enum() *LeftOutReason {
+	p := new(LeftOutReason)
+	*p = x
+	return p
+}
+
+func (x LeftOutReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LeftOutReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_fleetcast_v1_information_proto_enumTypes[2].Descriptor()
+}
+
+func (LeftOutReason) Type() protoreflect.EnumType {
+	return &file_fleetcast_v1_information_proto_enumTypes[2]
+}
+
+func (x LeftOutReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LeftOutReason.Descriptor instead.
+func (LeftOutReason) EnumDescriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{2}
+}
+
 // FleetFilter says which fleets a request is about; every field narrows,
 // and an empty filter selects every live fleet of every fresh cluster.
 type FleetFilter struct {
@@ -2367,6 +2427,482 @@ func (x *LabelValue) GetClusters() []string {
 	return nil
 }
 
+type PlaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fleets that may take the match. Its counter with
+	// min_counter_available, and its list with min_list_available, are what
+	// the match needs of them (at least 1 available), not a filter: a fleet
+	// short of them is left out as TOO_LITTLE_CAPACITY.
+	Filter *FleetFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// At least this many ready game servers (at least 1 when the match
+	// needs no counter, list or players).
+	GameServers int64 `protobuf:"varint,2,opt,name=game_servers,json=gameServers,proto3" json:"game_servers,omitempty"`
+	// At least this much player capacity available.
+	Players int64 `protobuf:"varint,3,opt,name=players,proto3" json:"players,omitempty"`
+	// How many candidates to return, best first: 1 to 100; 1 when 0.
+	Count int32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	// Replaces the service's default policy (its PLACEMENT_POLICY) when
+	// given: each cluster takes the first rule its labels match, and a
+	// cluster no rule matches takes no match. At most 30 rules.
+	Policy        []*PlacementRule `protobuf:"bytes,5,rep,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaceRequest) Reset() {
+	*x = PlaceRequest{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceRequest) ProtoMessage() {}
+
+func (x *PlaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceRequest.ProtoReflect.Descriptor instead.
+func (*PlaceRequest) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *PlaceRequest) GetFilter() *FleetFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *PlaceRequest) GetGameServers() int64 {
+	if x != nil {
+		return x.GameServers
+	}
+	return 0
+}
+
+func (x *PlaceRequest) GetPlayers() int64 {
+	if x != nil {
+		return x.Players
+	}
+	return 0
+}
+
+func (x *PlaceRequest) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *PlaceRequest) GetPolicy() []*PlacementRule {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// PlacementRule gives the clusters whose labels match its selector a
+// priority and a weight, as an Agones GameServerAllocationPolicy does one
+// cluster.
+type PlacementRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A label selector of cluster labels (region=eu-west); empty: every
+	// cluster.
+	ClusterSelector string `protobuf:"bytes,1,opt,name=cluster_selector,json=clusterSelector,proto3" json:"cluster_selector,omitempty"`
+	// Lower first: candidates come from the lowest priority that has any.
+	Priority int32 `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	// 0 to 1000000; 1 when absent. Within a priority a fleet's chance is
+	// proportional to its cluster's weight times its available capacity; 0
+	// never places a match in the cluster (draining it).
+	Weight        *int32 `protobuf:"varint,3,opt,name=weight,proto3,oneof" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementRule) Reset() {
+	*x = PlacementRule{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementRule) ProtoMessage() {}
+
+func (x *PlacementRule) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementRule.ProtoReflect.Descriptor instead.
+func (*PlacementRule) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *PlacementRule) GetClusterSelector() string {
+	if x != nil {
+		return x.ClusterSelector
+	}
+	return ""
+}
+
+func (x *PlacementRule) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *PlacementRule) GetWeight() int32 {
+	if x != nil && x.Weight != nil {
+		return *x.Weight
+	}
+	return 0
+}
+
+type PlaceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Best first.
+	Placements []*Placement `protobuf:"bytes,1,rep,name=placements,proto3" json:"placements,omitempty"`
+	// The fleets that could take the match; placements are count of them.
+	Eligible int32 `protobuf:"varint,2,opt,name=eligible,proto3" json:"eligible,omitempty"`
+	// Why the other fleets cannot, by reason.
+	LeftOut []*LeftOut `protobuf:"bytes,3,rep,name=left_out,json=leftOut,proto3" json:"left_out,omitempty"`
+	// The policy applied, as SELECTOR:PRIORITY:WEIGHT rules (none: every
+	// cluster alike), and where it came from: request, default or none.
+	Policy        []string `protobuf:"bytes,4,rep,name=policy,proto3" json:"policy,omitempty"`
+	PolicySource  string   `protobuf:"bytes,5,opt,name=policy_source,json=policySource,proto3" json:"policy_source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaceResponse) Reset() {
+	*x = PlaceResponse{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceResponse) ProtoMessage() {}
+
+func (x *PlaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceResponse.ProtoReflect.Descriptor instead.
+func (*PlaceResponse) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PlaceResponse) GetPlacements() []*Placement {
+	if x != nil {
+		return x.Placements
+	}
+	return nil
+}
+
+func (x *PlaceResponse) GetEligible() int32 {
+	if x != nil {
+		return x.Eligible
+	}
+	return 0
+}
+
+func (x *PlaceResponse) GetLeftOut() []*LeftOut {
+	if x != nil {
+		return x.LeftOut
+	}
+	return nil
+}
+
+func (x *PlaceResponse) GetPolicy() []string {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *PlaceResponse) GetPolicySource() string {
+	if x != nil {
+		return x.PolicySource
+	}
+	return ""
+}
+
+// Placement is one candidate fleet for a match.
+type Placement struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	Namespace   string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	FleetName   string                 `protobuf:"bytes,3,opt,name=fleet_name,json=fleetName,proto3" json:"fleet_name,omitempty"`
+	Labels      []*Label               `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty"`
+	// Where to allocate: the cluster's Agones allocator service, host:port;
+	// empty when its publisher advertises none.
+	AllocatorEndpoint string `protobuf:"bytes,5,opt,name=allocator_endpoint,json=allocatorEndpoint,proto3" json:"allocator_endpoint,omitempty"`
+	// The capacity that qualifies the fleet: the available amount (never
+	// more than its capacity less its count) of gameServers (ready game
+	// servers, never more than it runs), players, counter:NAME or list:NAME.
+	Resource         string `protobuf:"bytes,6,opt,name=resource,proto3" json:"resource,omitempty"`
+	Available        int64  `protobuf:"varint,7,opt,name=available,proto3" json:"available,omitempty"`
+	ReadyGameservers int64  `protobuf:"varint,8,opt,name=ready_gameservers,json=readyGameservers,proto3" json:"ready_gameservers,omitempty"`
+	// Its cluster's, from the policy.
+	Priority int32 `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
+	Weight   int32 `protobuf:"varint,10,opt,name=weight,proto3" json:"weight,omitempty"`
+	// When its publisher observed the state (its clock), and how long the
+	// state took to reach Firestore.
+	ObservedTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=observed_time,json=observedTime,proto3" json:"observed_time,omitempty"`
+	LagMillis    int64                  `protobuf:"varint,12,opt,name=lag_millis,json=lagMillis,proto3" json:"lag_millis,omitempty"`
+	// How long ago the query side last heard from its cluster.
+	HeartbeatAgeMillis int64 `protobuf:"varint,13,opt,name=heartbeat_age_millis,json=heartbeatAgeMillis,proto3" json:"heartbeat_age_millis,omitempty"`
+	// Its cluster is stale (only with filter.include_stale; ranked after
+	// every fresh candidate).
+	Stale         bool `protobuf:"varint,14,opt,name=stale,proto3" json:"stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Placement) Reset() {
+	*x = Placement{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Placement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Placement) ProtoMessage() {}
+
+func (x *Placement) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Placement.ProtoReflect.Descriptor instead.
+func (*Placement) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Placement) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *Placement) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Placement) GetFleetName() string {
+	if x != nil {
+		return x.FleetName
+	}
+	return ""
+}
+
+func (x *Placement) GetLabels() []*Label {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Placement) GetAllocatorEndpoint() string {
+	if x != nil {
+		return x.AllocatorEndpoint
+	}
+	return ""
+}
+
+func (x *Placement) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *Placement) GetAvailable() int64 {
+	if x != nil {
+		return x.Available
+	}
+	return 0
+}
+
+func (x *Placement) GetReadyGameservers() int64 {
+	if x != nil {
+		return x.ReadyGameservers
+	}
+	return 0
+}
+
+func (x *Placement) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Placement) GetWeight() int32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *Placement) GetObservedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ObservedTime
+	}
+	return nil
+}
+
+func (x *Placement) GetLagMillis() int64 {
+	if x != nil {
+		return x.LagMillis
+	}
+	return 0
+}
+
+func (x *Placement) GetHeartbeatAgeMillis() int64 {
+	if x != nil {
+		return x.HeartbeatAgeMillis
+	}
+	return 0
+}
+
+func (x *Placement) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+// LeftOut counts the fleets left out for one reason.
+type LeftOut struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Reason LeftOutReason          `protobuf:"varint,1,opt,name=reason,proto3,enum=fleetcast.v1.LeftOutReason" json:"reason,omitempty"`
+	Fleets int32                  `protobuf:"varint,2,opt,name=fleets,proto3" json:"fleets,omitempty"`
+	// Their clusters, by name: at most 10 (cluster_count counts them all).
+	Clusters     []string `protobuf:"bytes,3,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	ClusterCount int32    `protobuf:"varint,4,opt,name=cluster_count,json=clusterCount,proto3" json:"cluster_count,omitempty"`
+	// The reason in words, for a log.
+	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeftOut) Reset() {
+	*x = LeftOut{}
+	mi := &file_fleetcast_v1_information_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeftOut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeftOut) ProtoMessage() {}
+
+func (x *LeftOut) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetcast_v1_information_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeftOut.ProtoReflect.Descriptor instead.
+func (*LeftOut) Descriptor() ([]byte, []int) {
+	return file_fleetcast_v1_information_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *LeftOut) GetReason() LeftOutReason {
+	if x != nil {
+		return x.Reason
+	}
+	return LeftOutReason_LEFT_OUT_REASON_UNSPECIFIED
+}
+
+func (x *LeftOut) GetFleets() int32 {
+	if x != nil {
+		return x.Fleets
+	}
+	return 0
+}
+
+func (x *LeftOut) GetClusters() []string {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *LeftOut) GetClusterCount() int32 {
+	if x != nil {
+		return x.ClusterCount
+	}
+	return 0
+}
+
+func (x *LeftOut) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_fleetcast_v1_information_proto protoreflect.FileDescriptor
 
 const file_fleetcast_v1_information_proto_rawDesc = "" +
@@ -2558,7 +3094,50 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\x06fleets\x18\x02 \x01(\x03R\x06fleets\x12+\n" +
 	"\x11ready_gameservers\x18\x03 \x01(\x03R\x10readyGameservers\x123\n" +
 	"\x15allocated_gameservers\x18\x04 \x01(\x03R\x14allocatedGameservers\x12\x1a\n" +
-	"\bclusters\x18\x05 \x03(\tR\bclusters*O\n" +
+	"\bclusters\x18\x05 \x03(\tR\bclusters\"\xc9\x01\n" +
+	"\fPlaceRequest\x121\n" +
+	"\x06filter\x18\x01 \x01(\v2\x19.fleetcast.v1.FleetFilterR\x06filter\x12!\n" +
+	"\fgame_servers\x18\x02 \x01(\x03R\vgameServers\x12\x18\n" +
+	"\aplayers\x18\x03 \x01(\x03R\aplayers\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x05R\x05count\x123\n" +
+	"\x06policy\x18\x05 \x03(\v2\x1b.fleetcast.v1.PlacementRuleR\x06policy\"~\n" +
+	"\rPlacementRule\x12)\n" +
+	"\x10cluster_selector\x18\x01 \x01(\tR\x0fclusterSelector\x12\x1a\n" +
+	"\bpriority\x18\x02 \x01(\x05R\bpriority\x12\x1b\n" +
+	"\x06weight\x18\x03 \x01(\x05H\x00R\x06weight\x88\x01\x01B\t\n" +
+	"\a_weight\"\xd3\x01\n" +
+	"\rPlaceResponse\x127\n" +
+	"\n" +
+	"placements\x18\x01 \x03(\v2\x17.fleetcast.v1.PlacementR\n" +
+	"placements\x12\x1a\n" +
+	"\beligible\x18\x02 \x01(\x05R\beligible\x120\n" +
+	"\bleft_out\x18\x03 \x03(\v2\x15.fleetcast.v1.LeftOutR\aleftOut\x12\x16\n" +
+	"\x06policy\x18\x04 \x03(\tR\x06policy\x12#\n" +
+	"\rpolicy_source\x18\x05 \x01(\tR\fpolicySource\"\x8a\x04\n" +
+	"\tPlacement\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x1d\n" +
+	"\n" +
+	"fleet_name\x18\x03 \x01(\tR\tfleetName\x12+\n" +
+	"\x06labels\x18\x04 \x03(\v2\x13.fleetcast.v1.LabelR\x06labels\x12-\n" +
+	"\x12allocator_endpoint\x18\x05 \x01(\tR\x11allocatorEndpoint\x12\x1a\n" +
+	"\bresource\x18\x06 \x01(\tR\bresource\x12\x1c\n" +
+	"\tavailable\x18\a \x01(\x03R\tavailable\x12+\n" +
+	"\x11ready_gameservers\x18\b \x01(\x03R\x10readyGameservers\x12\x1a\n" +
+	"\bpriority\x18\t \x01(\x05R\bpriority\x12\x16\n" +
+	"\x06weight\x18\n" +
+	" \x01(\x05R\x06weight\x12?\n" +
+	"\robserved_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\x12\x1d\n" +
+	"\n" +
+	"lag_millis\x18\f \x01(\x03R\tlagMillis\x120\n" +
+	"\x14heartbeat_age_millis\x18\r \x01(\x03R\x12heartbeatAgeMillis\x12\x14\n" +
+	"\x05stale\x18\x0e \x01(\bR\x05stale\"\xb1\x01\n" +
+	"\aLeftOut\x123\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x1b.fleetcast.v1.LeftOutReasonR\x06reason\x12\x16\n" +
+	"\x06fleets\x18\x02 \x01(\x05R\x06fleets\x12\x1a\n" +
+	"\bclusters\x18\x03 \x03(\tR\bclusters\x12#\n" +
+	"\rcluster_count\x18\x04 \x01(\x05R\fclusterCount\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage*O\n" +
 	"\aOrderBy\x12\x18\n" +
 	"\x14ORDER_BY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eORDER_BY_READY\x10\x01\x12\x16\n" +
@@ -2568,7 +3147,13 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\x17CHANGE_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHANGE_TYPE_ADDED\x10\x01\x12\x18\n" +
 	"\x14CHANGE_TYPE_MODIFIED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_TYPE_REMOVED\x10\x032\x8f\x04\n" +
+	"\x13CHANGE_TYPE_REMOVED\x10\x03*\xb9\x01\n" +
+	"\rLeftOutReason\x12\x1f\n" +
+	"\x1bLEFT_OUT_REASON_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cLEFT_OUT_REASON_FILTERED_OUT\x10\x01\x12\x19\n" +
+	"\x15LEFT_OUT_REASON_STALE\x10\x02\x12!\n" +
+	"\x1dLEFT_OUT_REASON_NOT_IN_POLICY\x10\x03\x12'\n" +
+	"#LEFT_OUT_REASON_TOO_LITTLE_CAPACITY\x10\x042\xd6\x04\n" +
 	"\x12InformationService\x12H\n" +
 	"\x06Inform\x12\x1b.fleetcast.v1.InformRequest\x1a\x1c.fleetcast.v1.InformResponse\"\x03\x90\x02\x01\x12T\n" +
 	"\vWatchFleets\x12 .fleetcast.v1.WatchFleetsRequest\x1a!.fleetcast.v1.WatchFleetsResponse0\x01\x12N\n" +
@@ -2576,7 +3161,8 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\fListClusters\x12!.fleetcast.v1.ListClustersRequest\x1a\".fleetcast.v1.ListClustersResponse\"\x03\x90\x02\x01\x12T\n" +
 	"\n" +
 	"GetCluster\x12\x1f.fleetcast.v1.GetClusterRequest\x1a .fleetcast.v1.GetClusterResponse\"\x03\x90\x02\x01\x12W\n" +
-	"\vLabelValues\x12 .fleetcast.v1.LabelValuesRequest\x1a!.fleetcast.v1.LabelValuesResponse\"\x03\x90\x02\x01B=Z;github.com/fleetcast/fleetcast/gen/fleetcast/v1;fleetcastv1b\x06proto3"
+	"\vLabelValues\x12 .fleetcast.v1.LabelValuesRequest\x1a!.fleetcast.v1.LabelValuesResponse\"\x03\x90\x02\x01\x12E\n" +
+	"\x05Place\x12\x1a.fleetcast.v1.PlaceRequest\x1a\x1b.fleetcast.v1.PlaceResponse\"\x03\x90\x02\x01B=Z;github.com/fleetcast/fleetcast/gen/fleetcast/v1;fleetcastv1b\x06proto3"
 
 var (
 	file_fleetcast_v1_information_proto_rawDescOnce sync.Once
@@ -2590,107 +3176,122 @@ func file_fleetcast_v1_information_proto_rawDescGZIP() []byte {
 	return file_fleetcast_v1_information_proto_rawDescData
 }
 
-var file_fleetcast_v1_information_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fleetcast_v1_information_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_fleetcast_v1_information_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_fleetcast_v1_information_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_fleetcast_v1_information_proto_goTypes = []any{
 	(OrderBy)(0),                  // 0: fleetcast.v1.OrderBy
 	(ChangeType)(0),               // 1: fleetcast.v1.ChangeType
-	(*FleetFilter)(nil),           // 2: fleetcast.v1.FleetFilter
-	(*InformRequest)(nil),         // 3: fleetcast.v1.InformRequest
-	(*InformResponse)(nil),        // 4: fleetcast.v1.InformResponse
-	(*Label)(nil),                 // 5: fleetcast.v1.Label
-	(*FleetInformation)(nil),      // 6: fleetcast.v1.FleetInformation
-	(*Rollout)(nil),               // 7: fleetcast.v1.Rollout
-	(*GameServerSet)(nil),         // 8: fleetcast.v1.GameServerSet
-	(*Autoscaler)(nil),            // 9: fleetcast.v1.Autoscaler
-	(*AutoscalerPolicy)(nil),      // 10: fleetcast.v1.AutoscalerPolicy
-	(*Capacity)(nil),              // 11: fleetcast.v1.Capacity
-	(*Aggregate)(nil),             // 12: fleetcast.v1.Aggregate
-	(*Version)(nil),               // 13: fleetcast.v1.Version
-	(*WatchFleetsRequest)(nil),    // 14: fleetcast.v1.WatchFleetsRequest
-	(*WatchFleetsResponse)(nil),   // 15: fleetcast.v1.WatchFleetsResponse
-	(*FleetChange)(nil),           // 16: fleetcast.v1.FleetChange
-	(*ClusterChange)(nil),         // 17: fleetcast.v1.ClusterChange
-	(*Synced)(nil),                // 18: fleetcast.v1.Synced
-	(*Restart)(nil),               // 19: fleetcast.v1.Restart
-	(*Heartbeat)(nil),             // 20: fleetcast.v1.Heartbeat
-	(*GetFleetRequest)(nil),       // 21: fleetcast.v1.GetFleetRequest
-	(*GetFleetResponse)(nil),      // 22: fleetcast.v1.GetFleetResponse
-	(*GetClusterRequest)(nil),     // 23: fleetcast.v1.GetClusterRequest
-	(*GetClusterResponse)(nil),    // 24: fleetcast.v1.GetClusterResponse
-	(*ListClustersRequest)(nil),   // 25: fleetcast.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),  // 26: fleetcast.v1.ListClustersResponse
-	(*Cluster)(nil),               // 27: fleetcast.v1.Cluster
-	(*Publisher)(nil),             // 28: fleetcast.v1.Publisher
-	(*FleetTotals)(nil),           // 29: fleetcast.v1.FleetTotals
-	(*LabelValuesRequest)(nil),    // 30: fleetcast.v1.LabelValuesRequest
-	(*LabelValuesResponse)(nil),   // 31: fleetcast.v1.LabelValuesResponse
-	(*LabelValue)(nil),            // 32: fleetcast.v1.LabelValue
-	nil,                           // 33: fleetcast.v1.FleetInformation.CountersEntry
-	nil,                           // 34: fleetcast.v1.FleetInformation.ListsEntry
-	nil,                           // 35: fleetcast.v1.FleetInformation.AnnotationsEntry
-	nil,                           // 36: fleetcast.v1.FleetTotals.CountersEntry
-	nil,                           // 37: fleetcast.v1.FleetTotals.ListsEntry
-	(*timestamppb.Timestamp)(nil), // 38: google.protobuf.Timestamp
+	(LeftOutReason)(0),            // 2: fleetcast.v1.LeftOutReason
+	(*FleetFilter)(nil),           // 3: fleetcast.v1.FleetFilter
+	(*InformRequest)(nil),         // 4: fleetcast.v1.InformRequest
+	(*InformResponse)(nil),        // 5: fleetcast.v1.InformResponse
+	(*Label)(nil),                 // 6: fleetcast.v1.Label
+	(*FleetInformation)(nil),      // 7: fleetcast.v1.FleetInformation
+	(*Rollout)(nil),               // 8: fleetcast.v1.Rollout
+	(*GameServerSet)(nil),         // 9: fleetcast.v1.GameServerSet
+	(*Autoscaler)(nil),            // 10: fleetcast.v1.Autoscaler
+	(*AutoscalerPolicy)(nil),      // 11: fleetcast.v1.AutoscalerPolicy
+	(*Capacity)(nil),              // 12: fleetcast.v1.Capacity
+	(*Aggregate)(nil),             // 13: fleetcast.v1.Aggregate
+	(*Version)(nil),               // 14: fleetcast.v1.Version
+	(*WatchFleetsRequest)(nil),    // 15: fleetcast.v1.WatchFleetsRequest
+	(*WatchFleetsResponse)(nil),   // 16: fleetcast.v1.WatchFleetsResponse
+	(*FleetChange)(nil),           // 17: fleetcast.v1.FleetChange
+	(*ClusterChange)(nil),         // 18: fleetcast.v1.ClusterChange
+	(*Synced)(nil),                // 19: fleetcast.v1.Synced
+	(*Restart)(nil),               // 20: fleetcast.v1.Restart
+	(*Heartbeat)(nil),             // 21: fleetcast.v1.Heartbeat
+	(*GetFleetRequest)(nil),       // 22: fleetcast.v1.GetFleetRequest
+	(*GetFleetResponse)(nil),      // 23: fleetcast.v1.GetFleetResponse
+	(*GetClusterRequest)(nil),     // 24: fleetcast.v1.GetClusterRequest
+	(*GetClusterResponse)(nil),    // 25: fleetcast.v1.GetClusterResponse
+	(*ListClustersRequest)(nil),   // 26: fleetcast.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),  // 27: fleetcast.v1.ListClustersResponse
+	(*Cluster)(nil),               // 28: fleetcast.v1.Cluster
+	(*Publisher)(nil),             // 29: fleetcast.v1.Publisher
+	(*FleetTotals)(nil),           // 30: fleetcast.v1.FleetTotals
+	(*LabelValuesRequest)(nil),    // 31: fleetcast.v1.LabelValuesRequest
+	(*LabelValuesResponse)(nil),   // 32: fleetcast.v1.LabelValuesResponse
+	(*LabelValue)(nil),            // 33: fleetcast.v1.LabelValue
+	(*PlaceRequest)(nil),          // 34: fleetcast.v1.PlaceRequest
+	(*PlacementRule)(nil),         // 35: fleetcast.v1.PlacementRule
+	(*PlaceResponse)(nil),         // 36: fleetcast.v1.PlaceResponse
+	(*Placement)(nil),             // 37: fleetcast.v1.Placement
+	(*LeftOut)(nil),               // 38: fleetcast.v1.LeftOut
+	nil,                           // 39: fleetcast.v1.FleetInformation.CountersEntry
+	nil,                           // 40: fleetcast.v1.FleetInformation.ListsEntry
+	nil,                           // 41: fleetcast.v1.FleetInformation.AnnotationsEntry
+	nil,                           // 42: fleetcast.v1.FleetTotals.CountersEntry
+	nil,                           // 43: fleetcast.v1.FleetTotals.ListsEntry
+	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
 }
 var file_fleetcast_v1_information_proto_depIdxs = []int32{
-	2,  // 0: fleetcast.v1.InformRequest.filter:type_name -> fleetcast.v1.FleetFilter
+	3,  // 0: fleetcast.v1.InformRequest.filter:type_name -> fleetcast.v1.FleetFilter
 	0,  // 1: fleetcast.v1.InformRequest.order_by:type_name -> fleetcast.v1.OrderBy
-	6,  // 2: fleetcast.v1.InformResponse.fleet_information:type_name -> fleetcast.v1.FleetInformation
-	5,  // 3: fleetcast.v1.FleetInformation.labels:type_name -> fleetcast.v1.Label
-	11, // 4: fleetcast.v1.FleetInformation.players:type_name -> fleetcast.v1.Capacity
-	33, // 5: fleetcast.v1.FleetInformation.counters:type_name -> fleetcast.v1.FleetInformation.CountersEntry
-	34, // 6: fleetcast.v1.FleetInformation.lists:type_name -> fleetcast.v1.FleetInformation.ListsEntry
-	38, // 7: fleetcast.v1.FleetInformation.observed_time:type_name -> google.protobuf.Timestamp
-	13, // 8: fleetcast.v1.FleetInformation.version:type_name -> fleetcast.v1.Version
-	35, // 9: fleetcast.v1.FleetInformation.annotations:type_name -> fleetcast.v1.FleetInformation.AnnotationsEntry
-	7,  // 10: fleetcast.v1.FleetInformation.rollout:type_name -> fleetcast.v1.Rollout
-	9,  // 11: fleetcast.v1.FleetInformation.autoscalers:type_name -> fleetcast.v1.Autoscaler
-	8,  // 12: fleetcast.v1.Rollout.sets:type_name -> fleetcast.v1.GameServerSet
-	10, // 13: fleetcast.v1.Autoscaler.policy:type_name -> fleetcast.v1.AutoscalerPolicy
-	38, // 14: fleetcast.v1.Autoscaler.last_scale_time:type_name -> google.protobuf.Timestamp
-	2,  // 15: fleetcast.v1.WatchFleetsRequest.filter:type_name -> fleetcast.v1.FleetFilter
-	16, // 16: fleetcast.v1.WatchFleetsResponse.fleet:type_name -> fleetcast.v1.FleetChange
-	17, // 17: fleetcast.v1.WatchFleetsResponse.cluster:type_name -> fleetcast.v1.ClusterChange
-	18, // 18: fleetcast.v1.WatchFleetsResponse.synced:type_name -> fleetcast.v1.Synced
-	20, // 19: fleetcast.v1.WatchFleetsResponse.heartbeat:type_name -> fleetcast.v1.Heartbeat
-	19, // 20: fleetcast.v1.WatchFleetsResponse.restart:type_name -> fleetcast.v1.Restart
+	7,  // 2: fleetcast.v1.InformResponse.fleet_information:type_name -> fleetcast.v1.FleetInformation
+	6,  // 3: fleetcast.v1.FleetInformation.labels:type_name -> fleetcast.v1.Label
+	12, // 4: fleetcast.v1.FleetInformation.players:type_name -> fleetcast.v1.Capacity
+	39, // 5: fleetcast.v1.FleetInformation.counters:type_name -> fleetcast.v1.FleetInformation.CountersEntry
+	40, // 6: fleetcast.v1.FleetInformation.lists:type_name -> fleetcast.v1.FleetInformation.ListsEntry
+	44, // 7: fleetcast.v1.FleetInformation.observed_time:type_name -> google.protobuf.Timestamp
+	14, // 8: fleetcast.v1.FleetInformation.version:type_name -> fleetcast.v1.Version
+	41, // 9: fleetcast.v1.FleetInformation.annotations:type_name -> fleetcast.v1.FleetInformation.AnnotationsEntry
+	8,  // 10: fleetcast.v1.FleetInformation.rollout:type_name -> fleetcast.v1.Rollout
+	10, // 11: fleetcast.v1.FleetInformation.autoscalers:type_name -> fleetcast.v1.Autoscaler
+	9,  // 12: fleetcast.v1.Rollout.sets:type_name -> fleetcast.v1.GameServerSet
+	11, // 13: fleetcast.v1.Autoscaler.policy:type_name -> fleetcast.v1.AutoscalerPolicy
+	44, // 14: fleetcast.v1.Autoscaler.last_scale_time:type_name -> google.protobuf.Timestamp
+	3,  // 15: fleetcast.v1.WatchFleetsRequest.filter:type_name -> fleetcast.v1.FleetFilter
+	17, // 16: fleetcast.v1.WatchFleetsResponse.fleet:type_name -> fleetcast.v1.FleetChange
+	18, // 17: fleetcast.v1.WatchFleetsResponse.cluster:type_name -> fleetcast.v1.ClusterChange
+	19, // 18: fleetcast.v1.WatchFleetsResponse.synced:type_name -> fleetcast.v1.Synced
+	21, // 19: fleetcast.v1.WatchFleetsResponse.heartbeat:type_name -> fleetcast.v1.Heartbeat
+	20, // 20: fleetcast.v1.WatchFleetsResponse.restart:type_name -> fleetcast.v1.Restart
 	1,  // 21: fleetcast.v1.FleetChange.type:type_name -> fleetcast.v1.ChangeType
-	6,  // 22: fleetcast.v1.FleetChange.fleet:type_name -> fleetcast.v1.FleetInformation
-	27, // 23: fleetcast.v1.ClusterChange.cluster:type_name -> fleetcast.v1.Cluster
-	38, // 24: fleetcast.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	6,  // 25: fleetcast.v1.GetFleetResponse.fleet_information:type_name -> fleetcast.v1.FleetInformation
-	27, // 26: fleetcast.v1.GetClusterResponse.cluster:type_name -> fleetcast.v1.Cluster
-	27, // 27: fleetcast.v1.ListClustersResponse.clusters:type_name -> fleetcast.v1.Cluster
-	5,  // 28: fleetcast.v1.Cluster.labels:type_name -> fleetcast.v1.Label
-	28, // 29: fleetcast.v1.Cluster.publisher:type_name -> fleetcast.v1.Publisher
-	38, // 30: fleetcast.v1.Cluster.heartbeat_time:type_name -> google.protobuf.Timestamp
-	29, // 31: fleetcast.v1.Cluster.totals:type_name -> fleetcast.v1.FleetTotals
-	11, // 32: fleetcast.v1.FleetTotals.players:type_name -> fleetcast.v1.Capacity
-	36, // 33: fleetcast.v1.FleetTotals.counters:type_name -> fleetcast.v1.FleetTotals.CountersEntry
-	37, // 34: fleetcast.v1.FleetTotals.lists:type_name -> fleetcast.v1.FleetTotals.ListsEntry
-	32, // 35: fleetcast.v1.LabelValuesResponse.values:type_name -> fleetcast.v1.LabelValue
-	12, // 36: fleetcast.v1.FleetInformation.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
-	12, // 37: fleetcast.v1.FleetInformation.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
-	12, // 38: fleetcast.v1.FleetTotals.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
-	12, // 39: fleetcast.v1.FleetTotals.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
-	3,  // 40: fleetcast.v1.InformationService.Inform:input_type -> fleetcast.v1.InformRequest
-	14, // 41: fleetcast.v1.InformationService.WatchFleets:input_type -> fleetcast.v1.WatchFleetsRequest
-	21, // 42: fleetcast.v1.InformationService.GetFleet:input_type -> fleetcast.v1.GetFleetRequest
-	25, // 43: fleetcast.v1.InformationService.ListClusters:input_type -> fleetcast.v1.ListClustersRequest
-	23, // 44: fleetcast.v1.InformationService.GetCluster:input_type -> fleetcast.v1.GetClusterRequest
-	30, // 45: fleetcast.v1.InformationService.LabelValues:input_type -> fleetcast.v1.LabelValuesRequest
-	4,  // 46: fleetcast.v1.InformationService.Inform:output_type -> fleetcast.v1.InformResponse
-	15, // 47: fleetcast.v1.InformationService.WatchFleets:output_type -> fleetcast.v1.WatchFleetsResponse
-	22, // 48: fleetcast.v1.InformationService.GetFleet:output_type -> fleetcast.v1.GetFleetResponse
-	26, // 49: fleetcast.v1.InformationService.ListClusters:output_type -> fleetcast.v1.ListClustersResponse
-	24, // 50: fleetcast.v1.InformationService.GetCluster:output_type -> fleetcast.v1.GetClusterResponse
-	31, // 51: fleetcast.v1.InformationService.LabelValues:output_type -> fleetcast.v1.LabelValuesResponse
-	46, // [46:52] is the sub-list for method output_type
-	40, // [40:46] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	7,  // 22: fleetcast.v1.FleetChange.fleet:type_name -> fleetcast.v1.FleetInformation
+	28, // 23: fleetcast.v1.ClusterChange.cluster:type_name -> fleetcast.v1.Cluster
+	44, // 24: fleetcast.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	7,  // 25: fleetcast.v1.GetFleetResponse.fleet_information:type_name -> fleetcast.v1.FleetInformation
+	28, // 26: fleetcast.v1.GetClusterResponse.cluster:type_name -> fleetcast.v1.Cluster
+	28, // 27: fleetcast.v1.ListClustersResponse.clusters:type_name -> fleetcast.v1.Cluster
+	6,  // 28: fleetcast.v1.Cluster.labels:type_name -> fleetcast.v1.Label
+	29, // 29: fleetcast.v1.Cluster.publisher:type_name -> fleetcast.v1.Publisher
+	44, // 30: fleetcast.v1.Cluster.heartbeat_time:type_name -> google.protobuf.Timestamp
+	30, // 31: fleetcast.v1.Cluster.totals:type_name -> fleetcast.v1.FleetTotals
+	12, // 32: fleetcast.v1.FleetTotals.players:type_name -> fleetcast.v1.Capacity
+	42, // 33: fleetcast.v1.FleetTotals.counters:type_name -> fleetcast.v1.FleetTotals.CountersEntry
+	43, // 34: fleetcast.v1.FleetTotals.lists:type_name -> fleetcast.v1.FleetTotals.ListsEntry
+	33, // 35: fleetcast.v1.LabelValuesResponse.values:type_name -> fleetcast.v1.LabelValue
+	3,  // 36: fleetcast.v1.PlaceRequest.filter:type_name -> fleetcast.v1.FleetFilter
+	35, // 37: fleetcast.v1.PlaceRequest.policy:type_name -> fleetcast.v1.PlacementRule
+	37, // 38: fleetcast.v1.PlaceResponse.placements:type_name -> fleetcast.v1.Placement
+	38, // 39: fleetcast.v1.PlaceResponse.left_out:type_name -> fleetcast.v1.LeftOut
+	6,  // 40: fleetcast.v1.Placement.labels:type_name -> fleetcast.v1.Label
+	44, // 41: fleetcast.v1.Placement.observed_time:type_name -> google.protobuf.Timestamp
+	2,  // 42: fleetcast.v1.LeftOut.reason:type_name -> fleetcast.v1.LeftOutReason
+	13, // 43: fleetcast.v1.FleetInformation.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
+	13, // 44: fleetcast.v1.FleetInformation.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
+	13, // 45: fleetcast.v1.FleetTotals.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
+	13, // 46: fleetcast.v1.FleetTotals.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
+	4,  // 47: fleetcast.v1.InformationService.Inform:input_type -> fleetcast.v1.InformRequest
+	15, // 48: fleetcast.v1.InformationService.WatchFleets:input_type -> fleetcast.v1.WatchFleetsRequest
+	22, // 49: fleetcast.v1.InformationService.GetFleet:input_type -> fleetcast.v1.GetFleetRequest
+	26, // 50: fleetcast.v1.InformationService.ListClusters:input_type -> fleetcast.v1.ListClustersRequest
+	24, // 51: fleetcast.v1.InformationService.GetCluster:input_type -> fleetcast.v1.GetClusterRequest
+	31, // 52: fleetcast.v1.InformationService.LabelValues:input_type -> fleetcast.v1.LabelValuesRequest
+	34, // 53: fleetcast.v1.InformationService.Place:input_type -> fleetcast.v1.PlaceRequest
+	5,  // 54: fleetcast.v1.InformationService.Inform:output_type -> fleetcast.v1.InformResponse
+	16, // 55: fleetcast.v1.InformationService.WatchFleets:output_type -> fleetcast.v1.WatchFleetsResponse
+	23, // 56: fleetcast.v1.InformationService.GetFleet:output_type -> fleetcast.v1.GetFleetResponse
+	27, // 57: fleetcast.v1.InformationService.ListClusters:output_type -> fleetcast.v1.ListClustersResponse
+	25, // 58: fleetcast.v1.InformationService.GetCluster:output_type -> fleetcast.v1.GetClusterResponse
+	32, // 59: fleetcast.v1.InformationService.LabelValues:output_type -> fleetcast.v1.LabelValuesResponse
+	36, // 60: fleetcast.v1.InformationService.Place:output_type -> fleetcast.v1.PlaceResponse
+	54, // [54:61] is the sub-list for method output_type
+	47, // [47:54] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_fleetcast_v1_information_proto_init() }
@@ -2706,13 +3307,14 @@ func file_fleetcast_v1_information_proto_init() {
 		(*WatchFleetsResponse_Heartbeat)(nil),
 		(*WatchFleetsResponse_Restart)(nil),
 	}
+	file_fleetcast_v1_information_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetcast_v1_information_proto_rawDesc), len(file_fleetcast_v1_information_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   36,
+			NumEnums:      3,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	InformationService_ListClusters_FullMethodName = "/fleetcast.v1.InformationService/ListClusters"
 	InformationService_GetCluster_FullMethodName   = "/fleetcast.v1.InformationService/GetCluster"
 	InformationService_LabelValues_FullMethodName  = "/fleetcast.v1.InformationService/LabelValues"
+	InformationService_Place_FullMethodName        = "/fleetcast.v1.InformationService/Place"
 )
 
 // InformationServiceClient is the client API for InformationService service.
@@ -54,6 +55,14 @@ type InformationServiceClient interface {
 	// LabelValues sums the live fleets carrying a label, by value: which game
 	// versions are deployed where.
 	LabelValues(ctx context.Context, in *LabelValuesRequest, opts ...grpc.CallOption) (*LabelValuesResponse, error)
+	// Place answers where a match can go now, as GET /v1/placements: the
+	// fleets that can take it, best first — by the policy's priority, then
+	// at random in proportion to their cluster's weight times their
+	// available capacity, so that independent matchmakers spread their
+	// matches instead of herding onto one fleet — each with its cluster's
+	// allocator endpoint, and why the other fleets cannot take it. No fleet
+	// qualifying is an answer (no placements, the reasons), not an error.
+	Place(ctx context.Context, in *PlaceRequest, opts ...grpc.CallOption) (*PlaceResponse, error)
 }
 
 type informationServiceClient struct {
@@ -133,6 +142,16 @@ func (c *informationServiceClient) LabelValues(ctx context.Context, in *LabelVal
 	return out, nil
 }
 
+func (c *informationServiceClient) Place(ctx context.Context, in *PlaceRequest, opts ...grpc.CallOption) (*PlaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlaceResponse)
+	err := c.cc.Invoke(ctx, InformationService_Place_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InformationServiceServer is the server API for InformationService service.
 // All implementations must embed UnimplementedInformationServiceServer
 // for forward compatibility.
@@ -160,6 +179,14 @@ type InformationServiceServer interface {
 	// LabelValues sums the live fleets carrying a label, by value: which game
 	// versions are deployed where.
 	LabelValues(context.Context, *LabelValuesRequest) (*LabelValuesResponse, error)
+	// Place answers where a match can go now, as GET /v1/placements: the
+	// fleets that can take it, best first — by the policy's priority, then
+	// at random in proportion to their cluster's weight times their
+	// available capacity, so that independent matchmakers spread their
+	// matches instead of herding onto one fleet — each with its cluster's
+	// allocator endpoint, and why the other fleets cannot take it. No fleet
+	// qualifying is an answer (no placements, the reasons), not an error.
+	Place(context.Context, *PlaceRequest) (*PlaceResponse, error)
 	mustEmbedUnimplementedInformationServiceServer()
 }
 
@@ -187,6 +214,9 @@ func (UnimplementedInformationServiceServer) GetCluster(context.Context, *GetClu
 }
 func (UnimplementedInformationServiceServer) LabelValues(context.Context, *LabelValuesRequest) (*LabelValuesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LabelValues not implemented")
+}
+func (UnimplementedInformationServiceServer) Place(context.Context, *PlaceRequest) (*PlaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Place not implemented")
 }
 func (UnimplementedInformationServiceServer) mustEmbedUnimplementedInformationServiceServer() {}
 func (UnimplementedInformationServiceServer) testEmbeddedByValue()                            {}
@@ -310,6 +340,24 @@ func _InformationService_LabelValues_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InformationService_Place_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InformationServiceServer).Place(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InformationService_Place_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InformationServiceServer).Place(ctx, req.(*PlaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InformationService_ServiceDesc is the grpc.ServiceDesc for InformationService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -336,6 +384,10 @@ var InformationService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LabelValues",
 			Handler:    _InformationService_LabelValues_Handler,
+		},
+		{
+			MethodName: "Place",
+			Handler:    _InformationService_Place_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -51,6 +51,9 @@ const (
 	// InformationServiceLabelValuesProcedure is the fully-qualified name of the InformationService's
 	// LabelValues RPC.
 	InformationServiceLabelValuesProcedure = "/fleetcast.v1.InformationService/LabelValues"
+	// InformationServicePlaceProcedure is the fully-qualified name of the InformationService's Place
+	// RPC.
+	InformationServicePlaceProcedure = "/fleetcast.v1.InformationService/Place"
 )
 
 // InformationServiceClient is a client for the fleetcast.v1.InformationService service.
@@ -73,6 +76,14 @@ type InformationServiceClient interface {
 	// LabelValues sums the live fleets carrying a label, by value: which game
 	// versions are deployed where.
 	LabelValues(context.Context, *connect.Request[v1.LabelValuesRequest]) (*connect.Response[v1.LabelValuesResponse], error)
+	// Place answers where a match can go now, as GET /v1/placements: the
+	// fleets that can take it, best first — by the policy's priority, then
+	// at random in proportion to their cluster's weight times their
+	// available capacity, so that independent matchmakers spread their
+	// matches instead of herding onto one fleet — each with its cluster's
+	// allocator endpoint, and why the other fleets cannot take it. No fleet
+	// qualifying is an answer (no placements, the reasons), not an error.
+	Place(context.Context, *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error)
 }
 
 // NewInformationServiceClient constructs a client for the fleetcast.v1.InformationService service.
@@ -127,6 +138,13 @@ func NewInformationServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		place: connect.NewClient[v1.PlaceRequest, v1.PlaceResponse](
+			httpClient,
+			baseURL+InformationServicePlaceProcedure,
+			connect.WithSchema(informationServiceMethods.ByName("Place")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -138,6 +156,7 @@ type informationServiceClient struct {
 	listClusters *connect.Client[v1.ListClustersRequest, v1.ListClustersResponse]
 	getCluster   *connect.Client[v1.GetClusterRequest, v1.GetClusterResponse]
 	labelValues  *connect.Client[v1.LabelValuesRequest, v1.LabelValuesResponse]
+	place        *connect.Client[v1.PlaceRequest, v1.PlaceResponse]
 }
 
 // Inform calls fleetcast.v1.InformationService.Inform.
@@ -170,6 +189,11 @@ func (c *informationServiceClient) LabelValues(ctx context.Context, req *connect
 	return c.labelValues.CallUnary(ctx, req)
 }
 
+// Place calls fleetcast.v1.InformationService.Place.
+func (c *informationServiceClient) Place(ctx context.Context, req *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error) {
+	return c.place.CallUnary(ctx, req)
+}
+
 // InformationServiceHandler is an implementation of the fleetcast.v1.InformationService service.
 type InformationServiceHandler interface {
 	// Inform answers the live fleets matching the request, a page at a time.
@@ -190,6 +214,14 @@ type InformationServiceHandler interface {
 	// LabelValues sums the live fleets carrying a label, by value: which game
 	// versions are deployed where.
 	LabelValues(context.Context, *connect.Request[v1.LabelValuesRequest]) (*connect.Response[v1.LabelValuesResponse], error)
+	// Place answers where a match can go now, as GET /v1/placements: the
+	// fleets that can take it, best first — by the policy's priority, then
+	// at random in proportion to their cluster's weight times their
+	// available capacity, so that independent matchmakers spread their
+	// matches instead of herding onto one fleet — each with its cluster's
+	// allocator endpoint, and why the other fleets cannot take it. No fleet
+	// qualifying is an answer (no placements, the reasons), not an error.
+	Place(context.Context, *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error)
 }
 
 // NewInformationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -240,6 +272,13 @@ func NewInformationServiceHandler(svc InformationServiceHandler, opts ...connect
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	informationServicePlaceHandler := connect.NewUnaryHandler(
+		InformationServicePlaceProcedure,
+		svc.Place,
+		connect.WithSchema(informationServiceMethods.ByName("Place")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fleetcast.v1.InformationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case InformationServiceInformProcedure:
@@ -254,6 +293,8 @@ func NewInformationServiceHandler(svc InformationServiceHandler, opts ...connect
 			informationServiceGetClusterHandler.ServeHTTP(w, r)
 		case InformationServiceLabelValuesProcedure:
 			informationServiceLabelValuesHandler.ServeHTTP(w, r)
+		case InformationServicePlaceProcedure:
+			informationServicePlaceHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -285,4 +326,8 @@ func (UnimplementedInformationServiceHandler) GetCluster(context.Context, *conne
 
 func (UnimplementedInformationServiceHandler) LabelValues(context.Context, *connect.Request[v1.LabelValuesRequest]) (*connect.Response[v1.LabelValuesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fleetcast.v1.InformationService.LabelValues is not implemented"))
+}
+
+func (UnimplementedInformationServiceHandler) Place(context.Context, *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fleetcast.v1.InformationService.Place is not implemented"))
 }
