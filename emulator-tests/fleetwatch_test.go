@@ -3,6 +3,7 @@ package emulatortests
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -120,16 +121,25 @@ func TestPickSkipsStaleClustersAndFollowsThePolicy(t *testing.T) {
 	v := startWatch(t, a.store.Client(), log)
 	v142 := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/version": "1.42"})
 
-	f, err := v.Pick(v142, fleetwatch.Policy{})
-	require.NoError(t, err)
-	assert.Equal(t, "pc", f.Cluster, "old/games/ranked has more ready replicas (9) but its cluster is stale")
-	assert.Equal(t, int64(8), f.ReadyReplicas)
+	// Picks are drawn in proportion to capacity, never from a stale
+	// cluster: old/games/ranked has the most ready replicas (9).
+	picked := func(p fleetwatch.Policy) map[string]int {
+		counts := map[string]int{}
+		for range 400 {
+			f, err := v.Pick(v142, p)
+			require.NoError(t, err)
+			counts[f.Cluster]++
+		}
+		return counts
+	}
+	byReady := picked(fleetwatch.Policy{})
+	assert.ElementsMatch(t, []string{"pc", "ps5"}, slices.Collect(maps.Keys(byReady)), "%v", byReady)
+	assert.Greater(t, byReady["pc"], byReady["ps5"]/2, "8 ready against 6: %v", byReady)
+	byRooms := picked(fleetwatch.Policy{Counter: "rooms"})
+	assert.ElementsMatch(t, []string{"pc", "ps5"}, slices.Collect(maps.Keys(byRooms)), "%v", byRooms)
+	assert.Greater(t, byRooms["ps5"], byRooms["pc"], "5 rooms free against 3: %v", byRooms)
 
-	f, err = v.Pick(v142, fleetwatch.Policy{Counter: "rooms"})
-	require.NoError(t, err)
-	assert.Equal(t, "ps5", f.Cluster, "5 rooms free beats 3")
-
-	_, err = v.Pick(labels.SelectorFromSet(labels.Set{"platform": "switch"}), fleetwatch.Policy{})
+	_, err := v.Pick(labels.SelectorFromSet(labels.Set{"platform": "switch"}), fleetwatch.Policy{})
 	assert.ErrorIs(t, err, fleetwatch.ErrNoFleet)
 
 	// A heartbeat turns a cluster fresh again, with no fleet changing,

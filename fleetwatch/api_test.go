@@ -120,7 +120,7 @@ func TestWatchAPIFollowsTheStream(t *testing.T) {
 	assert.Len(t, v.Fleets(nil), 2, "the initial view")
 	f, err := v.Pick(labels.Everything(), fleetwatch.Policy{})
 	require.NoError(t, err)
-	assert.Equal(t, "casual", f.Name)
+	assert.Contains(t, []string{"ranked", "casual"}, f.Name)
 
 	w.put("pc", "ranked", 7)
 	got.wait(t, "Modified pc/ranked ready=7")
@@ -146,9 +146,11 @@ func TestWatchAPIFollowsTheStream(t *testing.T) {
 		}
 		return false
 	}, 10*time.Second, 5*time.Millisecond)
-	f, err = v.Pick(labels.Everything(), fleetwatch.Policy{})
-	require.NoError(t, err)
-	assert.Equal(t, "casual", f.Name, "ranked has more ready, but its cluster is stale")
+	for range 20 {
+		f, err = v.Pick(labels.Everything(), fleetwatch.Policy{})
+		require.NoError(t, err)
+		assert.Equal(t, "casual", f.Name, "ranked has more ready, but its cluster is stale")
+	}
 	got.wait(t, "ClusterStale pc", "Modified pc/ranked ready=8") // its stale mark changed
 	w.heartbeat("pc", 0)
 	got.wait(t, "ClusterFresh pc", "Modified pc/ranked ready=8")

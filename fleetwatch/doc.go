@@ -30,9 +30,16 @@
 // Pick and Choose take a label selector (platform, game version) and a
 // Policy: a Rank (ByReady, the default, ByPlayers, ByCounter, ByList, or
 // any func(Fleet) int64) and, in order, the cluster labels to prefer
-// before any cluster. Self-reported figures are clamped where they rank
-// (ready never counts above the fleet's replicas), so one cluster cannot
-// win every pick by lying.
+// before any cluster. Among the fleets of the most preferred clusters
+// that have capacity, they draw at random, each fleet's chance
+// proportional to its Rank: matchmaker replicas picking from their own
+// views spread their matches over the fleets in proportion to what each
+// can take, instead of all herding onto the fleet that ranks highest
+// until it fills. The ranking is the query side's (fleetapi.Ranking, which
+// Place answers with). Self-reported figures are clamped where they rank
+// (ready never counts above the game servers a fleet runs, available
+// never above capacity less count), so one cluster cannot win the picks
+// by lying.
 //
 // # Errors
 //

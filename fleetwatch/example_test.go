@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,7 +23,8 @@ import (
 )
 
 // A matchmaker follows the query function's stream and picks, for each
-// match, the fleet with the most free rooms, in the player's region first.
+// match, a fleet with free rooms, in the player's region first; among
+// several, in proportion to their free rooms.
 func ExampleWatchAPI() {
 	url, stop := queryFunction() // your QueryFleets URL
 	defer stop()
@@ -47,13 +50,21 @@ func ExampleWatchAPI() {
 	}
 	fmt.Printf("%s/%s/%s: %d rooms free, preference %d\n", f.Cluster, f.Namespace, f.Name, f.Counters["rooms"].Available, tier)
 
-	// Without the eu cluster's fleets, the next best anywhere.
+	// No asia cluster has one: any cluster's, drawn in proportion to the
+	// free rooms (4 and 9), so that matchmakers spread their matches.
 	policy.Prefer = []labels.Selector{labels.SelectorFromSet(labels.Set{"region": "asia"})}
-	f, tier, _ = view.Choose(pc142, policy)
-	fmt.Printf("%s/%s/%s: %d rooms free, preference %d (none preferred had one)\n", f.Cluster, f.Namespace, f.Name, f.Counters["rooms"].Available, tier)
+	picks := map[string]int{}
+	for range 10000 {
+		f, tier, _ = view.Choose(pc142, policy)
+		picks[fmt.Sprintf("%s/%s/%s, preference %d", f.Cluster, f.Namespace, f.Name, tier)]++
+	}
+	for _, k := range slices.Sorted(maps.Keys(picks)) {
+		fmt.Printf("%s: about %d%% of matches\n", k, (picks[k]+500)/1000*10)
+	}
 	// Output:
 	// eu-west/games/pc-small: 4 rooms free, preference 0
-	// us-east/games/pc-big: 9 rooms free, preference 1 (none preferred had one)
+	// eu-west/games/pc-small, preference 1: about 30% of matches
+	// us-east/games/pc-big, preference 1: about 70% of matches
 }
 
 // The view lists every fleet a selector matches, each marked stale when

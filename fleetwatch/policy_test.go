@@ -2,6 +2,7 @@ package fleetwatch_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"testing"
 	"time"
@@ -16,10 +17,10 @@ import (
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 )
 
-// TestPolicies: Pick ranks by ready replicas, a counter's, a list's or the
-// players' available capacity, or a caller's function; prefers clusters
-// by their labels, in order, falling back to any; and never picks a fleet
-// without capacity.
+// TestPolicies: Pick draws in proportion to ready replicas, a counter's, a
+// list's or the players' available capacity, or a caller's function;
+// prefers clusters by their labels, in order, falling back to any; and
+// never picks a fleet without capacity.
 func TestPolicies(t *testing.T) {
 	w := newAPIWorld(t)
 	region := map[string]string{"pc": "eu", "ps5": "us", "xbox": "ap"}
@@ -44,32 +45,46 @@ func TestPolicies(t *testing.T) {
 	require.NoError(t, err)
 
 	game := labels.SelectorFromSet(labels.Set{"game": "x"})
+	rnd := rand.New(rand.NewPCG(1, 2))
 	pick := func(p fleetwatch.Policy) (string, int) {
 		t.Helper()
+		p.Rand = rnd
 		f, tier, err := v.Choose(game, p)
 		require.NoError(t, err)
 		return f.Name, tier
 	}
-	name := func(p fleetwatch.Policy) string { n, _ := pick(p); return n }
-	assert.Equal(t, "a", name(fleetwatch.Policy{}), "most ready")
-	assert.Equal(t, "b", name(fleetwatch.Policy{Counter: "rooms"}))
-	assert.Equal(t, "b", name(fleetwatch.Policy{Rank: fleetwatch.ByCounter("rooms")}))
-	assert.Equal(t, "c", name(fleetwatch.Policy{Rank: fleetwatch.ByList("slots")}))
-	assert.Equal(t, "a", name(fleetwatch.Policy{Rank: fleetwatch.ByPlayers}))
-	assert.Equal(t, "c", name(fleetwatch.Policy{Rank: func(f fleetapi.Fleet) int64 { return 10 - f.ReadyReplicas }}), "a caller's function")
+	// shares picks n times and checks how often each fleet came, and that
+	// every pick came from tier.
+	shares := func(p fleetwatch.Policy, tier int, want map[string]float64, msg string) {
+		t.Helper()
+		const n = 4000
+		got := map[string]float64{}
+		for range n {
+			name, gotTier := pick(p)
+			require.Equal(t, tier, gotTier, msg)
+			got[name] += 1.0 / n
+		}
+		require.Len(t, got, len(want), "%s: %v", msg, got)
+		for k, w := range want {
+			assert.InDelta(t, w, got[k], 0.03, "%s: %s of %v", msg, k, got)
+		}
+	}
+	shares(fleetwatch.Policy{}, 0, map[string]float64{"a": 5.0 / 9, "b": 3.0 / 9, "c": 1.0 / 9}, "by ready")
+	shares(fleetwatch.Policy{Counter: "rooms"}, 0, map[string]float64{"a": 0.1, "b": 0.9}, "by rooms: c has none")
+	shares(fleetwatch.Policy{Rank: fleetwatch.ByCounter("rooms")}, 0, map[string]float64{"a": 0.1, "b": 0.9}, "ByCounter")
+	shares(fleetwatch.Policy{Rank: fleetwatch.ByList("slots")}, 0, map[string]float64{"b": 0.2, "c": 0.8}, "ByList")
+	shares(fleetwatch.Policy{Rank: fleetwatch.ByPlayers}, 0, map[string]float64{"a": 0.7, "c": 0.3}, "ByPlayers")
+	shares(fleetwatch.Policy{Rank: func(f fleetapi.Fleet) int64 { return 10 - f.ReadyReplicas }}, 0,
+		map[string]float64{"a": 5.0 / 21, "b": 7.0 / 21, "c": 9.0 / 21}, "a caller's function")
 
 	us := labels.SelectorFromSet(labels.Set{"region": "us"})
 	ap := labels.SelectorFromSet(labels.Set{"region": "ap"})
 	mars := labels.SelectorFromSet(labels.Set{"region": "mars"})
-	n, tier := pick(fleetwatch.Policy{Prefer: []labels.Selector{us, ap}})
-	assert.Equal(t, "b", n, "the first preference with a fleet")
-	assert.Equal(t, 0, tier)
-	n, tier = pick(fleetwatch.Policy{Rank: fleetwatch.ByPlayers, Prefer: []labels.Selector{us, ap}})
-	assert.Equal(t, "c", n, "us has no player capacity: the next preference")
-	assert.Equal(t, 1, tier)
-	n, tier = pick(fleetwatch.Policy{Prefer: []labels.Selector{mars}})
-	assert.Equal(t, "a", n, "no preferred cluster has one: any cluster")
-	assert.Equal(t, 1, tier, "the fallback")
+	shares(fleetwatch.Policy{Prefer: []labels.Selector{us, ap}}, 0, map[string]float64{"b": 1}, "the first preference with a fleet")
+	shares(fleetwatch.Policy{Rank: fleetwatch.ByPlayers, Prefer: []labels.Selector{us, ap}}, 1, map[string]float64{"c": 1},
+		"us has no player capacity: the next preference")
+	shares(fleetwatch.Policy{Prefer: []labels.Selector{mars}}, 1, map[string]float64{"a": 5.0 / 9, "b": 3.0 / 9, "c": 1.0 / 9},
+		"no preferred cluster has one: any cluster, from the fallback")
 
 	// A cluster that claims more ready game servers than it runs is
 	// ranked by those it runs.
@@ -78,7 +93,8 @@ func TestPolicies(t *testing.T) {
 		Labels: map[string]string{"game": "x"}, Spec: &fleet.Spec{Replicas: 2},
 		Status: &fleet.DocStatus{Replicas: 2, ReadyReplicas: math.MaxInt64}})
 	require.Eventually(t, func() bool { return len(v.Fleets(game)) == 4 }, 10*time.Second, 10*time.Millisecond)
-	assert.Equal(t, "a", name(fleetwatch.Policy{}), "ready is clamped to the replicas: 2, not MaxInt64")
+	shares(fleetwatch.Policy{}, 0, map[string]float64{"a": 5.0 / 11, "b": 3.0 / 11, "c": 1.0 / 11, "liar": 2.0 / 11},
+		"ready is clamped to the replicas: 2, not MaxInt64")
 	assert.Equal(t, int64(2), fleetwatch.ByReady(fleetapi.Fleet{CurrentReplicas: 2, ReadyReplicas: math.MaxInt64}))
 
 	_, err = v.Pick(game, fleetwatch.Policy{Counter: "nope"})

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -562,27 +563,36 @@ func (v *View) Fleets(selector labels.Selector) []fleetapi.Fleet {
 	return out
 }
 
-// Rank scores a fleet for a new match: the higher, the better; a fleet
-// scoring 0 or less has no capacity to spare and is never picked.
+// Rank scores a fleet for a new match: its capacity, which weighs its
+// chance of being picked; a fleet scoring 0 or less has no capacity to
+// spare and is never picked.
 type Rank func(fleetapi.Fleet) int64
+
+// statusOf is a fleet's figures as the placement ranking reads them.
+func statusOf(f fleetapi.Fleet) *fleet.DocStatus {
+	return &fleet.DocStatus{Replicas: f.CurrentReplicas, ReadyReplicas: f.ReadyReplicas, Players: f.Players, Counters: f.Counters, Lists: f.Lists}
+}
 
 // ByReady ranks fleets by their ready game servers, never more than the
 // game servers they have: the numbers are their cluster's own word, and a
 // cluster reporting more ready servers than it runs must not win every
 // pick by it.
-func ByReady(f fleetapi.Fleet) int64 { return min(f.ReadyReplicas, f.CurrentReplicas) }
+func ByReady(f fleetapi.Fleet) int64 { return fleetapi.ReadyOf(statusOf(f)) }
 
-// ByPlayers ranks fleets by their players' available capacity.
-func ByPlayers(f fleetapi.Fleet) int64 { return f.Players.Available }
+// ByPlayers ranks fleets by their players' available capacity, never more
+// than their capacity less their count.
+func ByPlayers(f fleetapi.Fleet) int64 { return fleetapi.PlayersAvailable(f.Players) }
 
-// ByCounter ranks fleets by the available capacity of a counter.
+// ByCounter ranks fleets by the available capacity of a counter, never
+// more than its capacity less its count.
 func ByCounter(name string) Rank {
-	return func(f fleetapi.Fleet) int64 { return f.Counters[name].Available }
+	return func(f fleetapi.Fleet) int64 { return fleetapi.AvailableOf(f.Counters[name]) }
 }
 
-// ByList ranks fleets by the available capacity of a list.
+// ByList ranks fleets by the available capacity of a list, never more
+// than its capacity less its count.
 func ByList(name string) Rank {
-	return func(f fleetapi.Fleet) int64 { return f.Lists[name].Available }
+	return func(f fleetapi.Fleet) int64 { return fleetapi.AvailableOf(f.Lists[name]) }
 }
 
 // Policy chooses among candidate fleets.
@@ -594,10 +604,13 @@ type Policy struct {
 	// capacity.
 	Counter string
 	// Prefer lists selectors of cluster labels, most preferred first
-	// (region=eu-west, then region=eu-north): Pick takes the best fleet
-	// of the clusters matching the first selector that has one with
-	// capacity, and falls back to every cluster when none has.
+	// (region=eu-west, then region=eu-north): Pick takes a fleet of the
+	// clusters matching the first selector that has one with capacity,
+	// and falls back to every cluster when none has.
 	Prefer []labels.Selector
+	// Rand draws the choice; math/rand/v2's source when nil. A *rand.Rand
+	// is not safe for concurrent use.
+	Rand *rand.Rand
 }
 
 func (p Policy) rank() Rank {
@@ -610,14 +623,27 @@ func (p Policy) rank() Rank {
 	return ByReady
 }
 
+// policy is Prefer as a placement policy: preference i is priority i, and
+// every cluster has the priority after the last.
+func (p Policy) policy() fleetapi.Policy {
+	rules := make([]fleetapi.Rule, 0, len(p.Prefer)+1)
+	for i, sel := range p.Prefer {
+		rules = append(rules, fleetapi.Rule{Clusters: sel, Priority: int32(i), Weight: 1})
+	}
+	return fleetapi.Policy{Rules: append(rules, fleetapi.Rule{Clusters: labels.Everything(), Priority: int32(len(p.Prefer)), Weight: 1})}
+}
+
 // ErrNoFleet means no fresh fleet matches with capacity to spare.
 var ErrNoFleet = errors.New("no fleet with capacity matches")
 
-// Pick returns the best fleet for a new match among those matching
-// selector, never from a stale cluster: the one Policy ranks highest,
-// from the most preferred clusters that have one. Fleets without spare
-// capacity are never picked. Ties go to the first in (cluster, namespace,
-// name) order, so the choice is deterministic.
+// Pick returns a fleet for a new match among those matching selector,
+// never from a stale cluster, from the most preferred clusters that have
+// one with capacity. Among those it draws at random, each fleet's chance
+// proportional to its Rank (its available capacity), as the query side's
+// Place does with the same ranking (fleetapi.Ranking): matchmakers
+// picking from their own views spread their matches over the fleets
+// instead of herding onto the one that ranks highest. Fleets without
+// spare capacity are never picked.
 func (v *View) Pick(selector labels.Selector, p Policy) (fleetapi.Fleet, error) {
 	f, _, err := v.Choose(selector, p)
 	return f, err
@@ -626,7 +652,7 @@ func (v *View) Pick(selector labels.Selector, p Policy) (fleetapi.Fleet, error) 
 // Choose is Pick, and says which of Policy.Prefer chose: its index, or
 // len(Prefer) when the fallback to every cluster did.
 func (v *View) Choose(selector labels.Selector, p Policy) (fleetapi.Fleet, int, error) {
-	rank := p.rank()
+	rank, policy := p.rank(), p.policy()
 	candidates := v.Fleets(selector)
 	v.mu.RLock()
 	clusterLabels := make(map[string]labels.Set, len(candidates))
@@ -636,20 +662,18 @@ func (v *View) Choose(selector labels.Selector, p Policy) (fleetapi.Fleet, int, 
 		}
 	}
 	v.mu.RUnlock()
-	for tier := 0; tier <= len(p.Prefer); tier++ {
-		var best fleetapi.Fleet
-		var bestScore int64
-		for _, f := range candidates {
-			if f.Stale || tier < len(p.Prefer) && !p.Prefer[tier].Matches(clusterLabels[f.Cluster]) {
-				continue
-			}
-			if score := rank(f); score > bestScore {
-				best, bestScore = f, score
-			}
+	rk := fleetapi.NewRanking[fleetapi.Fleet](1, p.Rand)
+	for _, f := range candidates {
+		if f.Stale {
+			rk.Leave(fleetapi.StaleCluster, f.Cluster)
+			continue
 		}
-		if bestScore > 0 {
-			return best, tier, nil
-		}
+		priority, weight, _ := policy.For(clusterLabels[f.Cluster])
+		rk.Offer(f, f.Cluster, false, priority, float64(weight)*float64(rank(f)))
 	}
-	return fleetapi.Fleet{}, len(p.Prefer), ErrNoFleet
+	best, _ := rk.Result(fleetapi.Need{}, "")
+	if len(best) == 0 {
+		return fleetapi.Fleet{}, len(p.Prefer), ErrNoFleet
+	}
+	return best[0].Value, int(best[0].Priority), nil
 }
