@@ -156,6 +156,8 @@ func TestCommandsAgainstFirestoreAndTheAPI(t *testing.T) {
 		{"get-cluster.custom-columns.golden", []string{"get", "cluster", "pc", "-o", "custom-columns=NAME:.cluster,REGION:.labels.region", "--no-headers"}},
 		{"labels.name.golden", []string{"labels", "app.kubernetes.io/version", "-o", "name"}},
 		{"labels.yaml.golden", []string{"labels", "app.kubernetes.io/version", "-o", "yaml"}},
+		{"place.golden", []string{"place", "-l", "app.kubernetes.io/version=1.42", "--counter", "rooms=3"}},
+		{"place.name.golden", []string{"place", "--policy", "region=europe-west1:2", "--min-ready", "5", "-o", "name"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -486,5 +488,34 @@ func TestTheAPIsRefusalsNameTheFlag(t *testing.T) {
 		require.Error(t, viaAPI)
 		assert.Equal(t, direct.Error(), viaAPI.Error(), "%v", args)
 		assert.Equal(t, exitCode(direct), exitCode(viaAPI), "%v", args)
+	}
+}
+
+// TestPlaceSaysWhyNoFleetCanTakeTheMatch: with no candidate, place exits
+// 3 with the reasons on one line, from either source; a bad flag is named.
+func TestPlaceSaysWhyNoFleetCanTakeTheMatch(t *testing.T) {
+	project, store := world(t)
+	srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(store, fleetapi.Options{MaxStaleness: -1, ClusterRefresh: -1}), logging.New(io.Discard, logging.LevelWarning)))
+	t.Cleanup(srv.Close)
+	for _, api := range [][]string{nil, {"--api", srv.URL}} {
+		out, _, err := runCLI(t, project, append([]string{"place", "--counter", "rooms=10", "--policy", "region=mars:0", "--policy", ":1"}, api...)...)
+		require.Error(t, err)
+		assert.Empty(t, out)
+		assert.Equal(t, exitNotFound, exitCode(err))
+		assert.Equal(t, "no fleet can take the match: 1 fleet of stale clusters (old): no heartbeat for 1m30s; "+
+			"2 fleets have less than the match needs (10 available in counter rooms)", err.Error())
+
+		for args, want := range map[string]string{
+			"--policy region=eu:x": `--policy: "region=eu:x": priority "x": want an integer from 0 (first) to 2147483647`,
+			"--counter rooms=0":    "--counter rooms=0: want NAME or NAME=AMOUNT, AMOUNT an integer of 1 or more",
+			"--count 101":          `--count: "101": want an integer from 1 to 100`,
+			"--counter seats":      `--counter: no cluster reports a counter "seats"`,
+			"--game-servers -1":    `--game-servers: "-1": want a non-negative integer`,
+		} {
+			_, _, err := runCLI(t, project, append(append([]string{"place"}, strings.Fields(args)...), api...)...)
+			require.Error(t, err, args)
+			assert.Equal(t, exitUsage, exitCode(err), args)
+			assert.Equal(t, want, err.Error(), args)
+		}
 	}
 }

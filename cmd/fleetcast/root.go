@@ -105,7 +105,7 @@ func newRoot(ctx context.Context, g *global, stdout, stderr io.Writer) *cobra.Co
 			fmt.Fprintln(stdout, version.String("fleetcast"))
 		},
 	}
-	root.AddCommand(get, newLabels(g, stdout), newWatch(g, stdout, stderr), version)
+	root.AddCommand(get, newLabels(g, stdout), newWatch(g, stdout, stderr), newPlace(g, stdout), version)
 	argsAreInput(root)
 	return root
 }
