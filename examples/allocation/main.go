@@ -1,11 +1,13 @@
 // Command allocation is a matchmaker's whole path, for a studio to copy:
-// it asks fleetcast which fleets can take a match, best first, then
-// allocates a game server in the first one's cluster through that
-// cluster's Agones allocator service (Allocate over gRPC with mutual TLS,
-// a GameServerAllocation selecting the fleet), and prints where the
-// players connect. When an allocation fails — the fleet filled up since
-// fleetcast saw it, or its allocator is unreachable — it tries the next
-// candidate. It is a module of its own and imports only public packages:
+// it asks fleetcast where a match can go (Place: the candidates, best
+// first, each with its cluster's allocator endpoint), then allocates a
+// game server in the first one's cluster through that cluster's Agones
+// allocator service (Allocate over gRPC with mutual TLS, a
+// GameServerAllocation selecting the fleet), and prints where the players
+// connect. When an allocation fails — the fleet filled up since fleetcast
+// saw it, or its allocator is unreachable — it tries the next candidate.
+// Place draws its candidates in proportion to their capacity, so that many
+// matchmakers running this spread their matches over the fleets. It is a module of its own and imports only public packages:
 // fleetcast's client and the code generated from Agones' allocation API
 // (proto/allocation).
 //
@@ -13,8 +15,9 @@
 //	  --cert client.crt --key client.key --ca ca.crt
 //
 // Each cluster's allocator is the endpoint its publisher advertises
-// (--allocator-endpoint, on the cluster's record); --allocator
-// CLUSTER=HOST:PORT names another.
+// (--allocator-endpoint, on each candidate); --allocator CLUSTER=HOST:PORT
+// names another. --policy SELECTOR:PRIORITY[:WEIGHT] (repeatable) ranks
+// clusters by their labels, as Agones' GameServerAllocationPolicy did.
 //
 // The allocator's client certificate and CA come from the cluster's
 // Agones installation (docs: "Allocator Service"): the Secret
@@ -63,6 +66,7 @@ type config struct {
 	selector   labels.Selector
 	minReady   int64
 	candidates int
+	policy     *fleetapi.Policy
 	allocators map[string]string // cluster → host:port
 	tls        *tls.Config
 	timeout    time.Duration
@@ -83,43 +87,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	lctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	list, err := fc.ListFleets(lctx, fleetapi.Query{Selector: cfg.selector, MinReady: cfg.minReady, OrderBy: fleetapi.OrderByReady, PageSize: cfg.candidates})
+	placed, err := fc.Place(lctx, fleetapi.PlaceRequest{Filter: fleetapi.Query{Selector: cfg.selector},
+		Need: fleetapi.Need{GameServers: cfg.minReady}, Count: cfg.candidates, Policy: cfg.policy})
 	if err != nil {
 		return fmt.Errorf("ask fleetcast: %w", err)
 	}
-	if len(list.Items) == 0 {
-		return fmt.Errorf("no fleet matches %q with %d ready game servers: nowhere to allocate", cfg.selector, cfg.minReady)
-	}
-	// Where each cluster allocates: what its publisher advertises, unless
-	// --allocator says otherwise.
-	clusters, err := fc.ListClusters(lctx)
-	if err != nil {
-		return fmt.Errorf("ask fleetcast for the clusters' allocators: %w", err)
-	}
-	for _, c := range clusters.Items {
-		if _, set := cfg.allocators[c.Cluster]; !set && c.AllocatorEndpoint != "" {
-			cfg.allocators[c.Cluster] = c.AllocatorEndpoint
+	if len(placed.Placements) == 0 {
+		var why []string
+		for _, l := range placed.LeftOut {
+			why = append(why, l.Message)
 		}
+		return fmt.Errorf("no fleet matching %q can take the match: nowhere to allocate (%s)", cfg.selector, strings.Join(why, "; "))
 	}
 	var failures []string
-	for i, f := range list.Items {
-		res, err := allocate(ctx, cfg, f)
+	for i, c := range placed.Placements {
+		res, err := allocate(ctx, cfg, c)
 		if err == nil {
-			fmt.Fprintf(stdout, "%s/%s/%s: game server %s at %s\n", f.Cluster, f.Namespace, f.Name, res.GetGameServerName(), endpoint(res))
+			fmt.Fprintf(stdout, "%s/%s/%s: game server %s at %s\n", c.Cluster, c.Namespace, c.Name, res.GetGameServerName(), endpoint(res))
 			return nil
 		}
-		failures = append(failures, fmt.Sprintf("%s/%s/%s: %v", f.Cluster, f.Namespace, f.Name, err))
-		fmt.Fprintf(stderr, "candidate %d of %d, %s/%s/%s (%d ready when fleetcast saw it): %v; trying the next\n",
-			i+1, len(list.Items), f.Cluster, f.Namespace, f.Name, f.ReadyReplicas, err)
+		failures = append(failures, fmt.Sprintf("%s/%s/%s: %v", c.Cluster, c.Namespace, c.Name, err))
+		fmt.Fprintf(stderr, "candidate %d of %d, %s/%s/%s (%d %s available when fleetcast saw it): %v; trying the next\n",
+			i+1, len(placed.Placements), c.Cluster, c.Namespace, c.Name, c.Available, c.Resource, err)
 	}
 	return fmt.Errorf("no candidate could allocate:\n  %s", strings.Join(failures, "\n  "))
 }
 
-// allocate asks the allocator of f's cluster for a Ready game server of
-// f, within the timeout.
-func allocate(ctx context.Context, cfg config, f fleetapi.Fleet) (*allocation.AllocationResponse, error) {
+// allocate asks the allocator of f's cluster — --allocator's, else the
+// one it advertises — for a Ready game server of f, within the timeout.
+func allocate(ctx context.Context, cfg config, f fleetapi.Placement) (*allocation.AllocationResponse, error) {
 	addr, ok := cfg.allocators[f.Cluster]
 	if !ok {
+		addr = f.AllocatorEndpoint
+	}
+	if addr == "" {
 		return nil, fmt.Errorf("cluster %s advertises no allocator endpoint (its publisher's --allocator-endpoint), and no --allocator names one", f.Cluster)
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg.tls)))
@@ -159,6 +160,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	sel := fs.String("l", "", "label selector of the fleets that may take the match, e.g. platform=pc,version=1.42")
 	fs.Int64Var(&cfg.minReady, "min-ready", 1, "least ready game servers a candidate has")
 	fs.IntVar(&cfg.candidates, "candidates", 3, "how many fleets to try, best first")
+	var rules []string
+	fs.Func("policy", "SELECTOR:PRIORITY[:WEIGHT], a rule over cluster labels, in order (repeatable); replaces fleetcast's default policy", func(v string) error {
+		rules = append(rules, v)
+		return nil
+	})
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "deadline of each call")
 	fs.Func("allocator", "CLUSTER=HOST:PORT, the cluster's agones-allocator service, instead of the one it advertises (repeatable)", func(v string) error {
 		c, addr, ok := strings.Cut(v, "=")
@@ -179,10 +185,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case cfg.fleetcast == "":
 		return config{}, errors.New("--fleetcast is required: the query API's base URL")
-	case cfg.candidates < 1 || cfg.candidates > fleetapi.MaxPageSize:
-		return config{}, fmt.Errorf("--candidates %d: want 1 to %d", cfg.candidates, fleetapi.MaxPageSize)
+	case cfg.candidates < 1 || cfg.candidates > fleetapi.MaxPlacements:
+		return config{}, fmt.Errorf("--candidates %d: want 1 to %d", cfg.candidates, fleetapi.MaxPlacements)
 	}
 	var err error
+	if len(rules) > 0 {
+		p, err := fleetapi.ParsePolicy(rules)
+		if err != nil {
+			return config{}, fmt.Errorf("--policy: %w", err)
+		}
+		cfg.policy = &p
+	}
 	if cfg.selector, err = labels.Parse(*sel); err != nil {
 		return config{}, fmt.Errorf("-l: %w", err)
 	}

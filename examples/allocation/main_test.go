@@ -110,33 +110,29 @@ func (p pki) serve(t *testing.T, a *fakeAllocator) string {
 	return ln.Addr().String()
 }
 
-// fakeFleetcast answers Inform with two candidates, best first, as the
-// query API would for -l platform=pc --min-ready 1.
+// fakeFleetcast answers Place with two candidates, best first, each with
+// the allocator endpoint its cluster advertises, as the query API would
+// for -l platform=pc --min-ready 1.
 type fakeFleetcast struct {
 	fleetcastv1connect.UnimplementedInformationServiceHandler
-	got       *fleetcastv1.InformRequest
+	got       *fleetcastv1.PlaceRequest
 	endpoints map[string]string // advertised, by cluster
+	none      bool              // answer no candidate
 }
 
-func (f *fakeFleetcast) Inform(_ context.Context, r *connect.Request[fleetcastv1.InformRequest]) (*connect.Response[fleetcastv1.InformResponse], error) {
+func (f *fakeFleetcast) Place(_ context.Context, r *connect.Request[fleetcastv1.PlaceRequest]) (*connect.Response[fleetcastv1.PlaceResponse], error) {
 	f.got = r.Msg
-	fi := func(cluster, name string, ready int64) *fleetcastv1.FleetInformation {
-		return &fleetcastv1.FleetInformation{ClusterName: cluster, Namespace: "games", FleetName: name,
-			Labels: []*fleetcastv1.Label{{Key: "platform", Value: "pc"}}, Replicas: 10, ReadyGameservers: ready}
+	if f.none {
+		return connect.NewResponse(&fleetcastv1.PlaceResponse{LeftOut: []*fleetcastv1.LeftOut{{Reason: fleetcastv1.LeftOutReason_LEFT_OUT_REASON_STALE,
+			Fleets: 2, Clusters: []string{"pc-eu"}, ClusterCount: 1, Message: "2 fleets of stale clusters (pc-eu): no heartbeat for 1m30s"}}}), nil
 	}
-	return connect.NewResponse(&fleetcastv1.InformResponse{FleetInformation: []*fleetcastv1.FleetInformation{
-		fi("pc-eu", "rooms-eu", 3), fi("pc-us", "rooms-us", 2),
-	}}), nil
-}
-
-// ListClusters answers the clusters' records, with the allocator
-// endpoints their publishers advertise.
-func (f *fakeFleetcast) ListClusters(context.Context, *connect.Request[fleetcastv1.ListClustersRequest]) (*connect.Response[fleetcastv1.ListClustersResponse], error) {
-	var out []*fleetcastv1.Cluster
-	for name, e := range f.endpoints {
-		out = append(out, &fleetcastv1.Cluster{ClusterName: name, AllocatorEndpoint: e})
+	p := func(cluster, name string, ready int64) *fleetcastv1.Placement {
+		return &fleetcastv1.Placement{ClusterName: cluster, Namespace: "games", FleetName: name, Labels: []*fleetcastv1.Label{{Key: "platform", Value: "pc"}},
+			AllocatorEndpoint: f.endpoints[cluster], Resource: fleetapi.ResourceGameServers, Available: ready, ReadyGameservers: ready, Weight: 1}
 	}
-	return connect.NewResponse(&fleetcastv1.ListClustersResponse{Clusters: out}), nil
+	return connect.NewResponse(&fleetcastv1.PlaceResponse{Placements: []*fleetcastv1.Placement{
+		p("pc-eu", "rooms-eu", 3), p("pc-us", "rooms-us", 2),
+	}, Eligible: 2}), nil
 }
 
 // TestAllocatesOnTheNextCandidateWhenTheFirstFilledUp: fleetcast ranks
@@ -157,16 +153,20 @@ func TestAllocatesOnTheNextCandidateWhenTheFirstFilledUp(t *testing.T) {
 
 	var out, errOut bytes.Buffer
 	err := run(t.Context(), []string{"--fleetcast", query.URL, "-l", "platform=pc", "--min-ready", "1",
-		"--allocator", "pc-eu=" + euAddr,
+		"--allocator", "pc-eu=" + euAddr, "--policy", "region=eu:0:3", "--policy", ":1",
 		"--cert", filepath.Join(p.dir, "client.crt"), "--key", filepath.Join(p.dir, "client.key"), "--ca", filepath.Join(p.dir, "ca.crt")}, &out, &errOut)
 	require.NoError(t, err, errOut.String())
 	assert.Equal(t, "pc-us/games/rooms-us: game server rooms-x7k2p at 203.0.113.7 ports 7654 (default)\n", out.String())
-	assert.Contains(t, errOut.String(), "candidate 1 of 2, pc-eu/games/rooms-eu (3 ready when fleetcast saw it): filled up since: there is no available GameServer to allocate; trying the next")
+	assert.Contains(t, errOut.String(), "candidate 1 of 2, pc-eu/games/rooms-eu (3 gameServers available when fleetcast saw it): filled up since: there is no available GameServer to allocate; trying the next")
 
 	require.NotNil(t, fc.got)
 	assert.Equal(t, "platform=pc", fc.got.GetFilter().GetSelector())
-	assert.EqualValues(t, 1, fc.got.GetFilter().GetMinReady())
-	assert.Equal(t, fleetcastv1.OrderBy_ORDER_BY_READY, fc.got.GetOrderBy())
+	assert.EqualValues(t, 1, fc.got.GetGameServers(), "what the match needs")
+	assert.EqualValues(t, 3, fc.got.GetCount(), "--candidates")
+	require.Len(t, fc.got.GetPolicy(), 2)
+	assert.Equal(t, "region=eu", fc.got.GetPolicy()[0].GetClusterSelector())
+	assert.EqualValues(t, 3, fc.got.GetPolicy()[0].GetWeight())
+	assert.EqualValues(t, 1, fc.got.GetPolicy()[1].GetPriority())
 	for _, a := range []*fakeAllocator{eu, us} {
 		require.Len(t, a.got, 1)
 		assert.Equal(t, "games", a.got[0].GetNamespace())
@@ -197,18 +197,26 @@ func TestEveryCandidateFailing(t *testing.T) {
 	assert.Contains(t, err.Error(), "pc-us/games/rooms-us: cluster pc-us advertises no allocator endpoint")
 	assert.Empty(t, out.String())
 
+	// No candidate: the reasons fleetcast gives.
+	none := httptest.NewServer(func() http.Handler {
+		path, h := fleetcastv1connect.NewInformationServiceHandler(&fakeFleetcast{none: true})
+		mux := http.NewServeMux()
+		mux.Handle(path, h)
+		return mux
+	}())
+	defer none.Close()
+	err = run(t.Context(), append([]string{"--fleetcast", none.URL}, args[2:]...), &out, &errOut)
+	require.Error(t, err)
+	assert.Equal(t, `no fleet matching "" can take the match: nowhere to allocate (2 fleets of stale clusters (pc-eu): no heartbeat for 1m30s)`, err.Error())
+
 	// Without a client certificate the handshake fails: mutual TLS.
 	cfg, err := parseFlags(args, &errOut)
 	require.NoError(t, err)
 	cfg.tls.Certificates = nil
 	cfg.timeout = 2 * time.Second
-	_, err = allocate(t.Context(), cfg, fleetapiFleet("pc-eu"))
+	_, err = allocate(t.Context(), cfg, fleetapi.Placement{Cluster: "pc-eu", Namespace: "games", Name: "rooms-eu"})
 	require.Error(t, err)
 	assert.NotEqual(t, codes.ResourceExhausted, status.Code(err))
-}
-
-func fleetapiFleet(cluster string) fleetapi.Fleet {
-	return fleetapi.Fleet{Cluster: cluster, Namespace: "games", Name: "rooms-eu"}
 }
 
 func TestBadFlags(t *testing.T) {
@@ -218,6 +226,7 @@ func TestBadFlags(t *testing.T) {
 		"--cert, --key and --ca":     {"--fleetcast", "http://x", "--allocator", "a=b:1"},
 		"-l: ":                       {"--fleetcast", "http://x", "--allocator", "a=b:1", "-l", "in (x"},
 		"--candidates 0: want 1 to ": {"--fleetcast", "http://x", "--allocator", "a=b:1", "--candidates", "0"},
+		"--policy: \"eu\": want":     {"--fleetcast", "http://x", "--allocator", "a=b:1", "--policy", "eu"},
 	} {
 		_, err := parseFlags(want, &bytes.Buffer{})
 		require.Error(t, err, args)
