@@ -723,3 +723,37 @@ func TestFollowFleetsDeliversEachWriteOnce(t *testing.T) {
 	cancel()
 	require.NoError(t, <-ended, "ended by its context")
 }
+
+// TestPlacementsOverFirestore: /v1/placements over documents the ingest
+// core wrote answers as the OpenAPI document says: the candidates with
+// their qualifying capacity, every other fleet counted by reason, never
+// a deleted one; answers are not to be stored; bad input is a 400 naming
+// the parameter.
+func TestPlacementsOverFirestore(t *testing.T) {
+	a := newAPI(t)
+	seed(a)
+	r := a.get("/v1/placements?selector=app.kubernetes.io%2Fversion%3D1.42&counter=rooms&minAvailable=4&count=5")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	assert.Equal(t, "no-store", r.header.Get("Cache-Control"))
+	assert.Empty(t, r.header.Get("ETag"))
+	p := decode[fleetapi.Placements](t, r)
+	require.Len(t, p.Placements, 1, "%s", r.body)
+	c := p.Placements[0]
+	assert.Equal(t, []string{"ps5", "games", "ranked", "counter:rooms"}, []string{c.Cluster, c.Namespace, c.Name, c.Resource})
+	assert.Equal(t, int64(5), c.Available)
+	assert.Equal(t, int64(6), c.ReadyReplicas)
+	assert.Equal(t, 1, p.Eligible)
+	got := map[fleetapi.Reason]int{}
+	for _, l := range p.LeftOut {
+		got[l.Reason] = l.Fleets
+	}
+	assert.Equal(t, map[fleetapi.Reason]int{fleetapi.FilteredOut: 2, fleetapi.StaleCluster: 1, fleetapi.TooLittleCapacity: 1}, got,
+		"casual and bots filtered out, old stale, pc's ranked has 3 rooms; the deleted fleet is nowhere")
+
+	r = a.get("/v1/placements?count=0")
+	assert.Equal(t, http.StatusBadRequest, r.status)
+	assert.Contains(t, string(r.body), `"param":"count"`)
+	r = a.do(http.MethodPost, "/v1/placements", nil)
+	assert.Equal(t, http.StatusMethodNotAllowed, r.status)
+	assert.Equal(t, "GET, HEAD", r.header.Get("Allow"))
+}

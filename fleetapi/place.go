@@ -133,7 +133,8 @@ func ParsePlace(v url.Values) (PlaceRequest, error) {
 }
 
 // Values returns r as the parameters of GET /v1/placements: ParsePlace of
-// them gives r back (but Rand).
+// them gives r back (but Rand; an empty Policy comes back as its one
+// rule, every cluster at priority 0 and weight 1).
 func (r PlaceRequest) Values() url.Values {
 	q := r.Filter
 	q.Counter, q.MinAvailable, q.List, q.MinListAvail = r.Need.Counter, r.Need.CounterAvailable, r.Need.List, r.Need.ListAvailable
@@ -151,7 +152,7 @@ func (r PlaceRequest) Values() url.Values {
 	if r.Policy != nil {
 		v["policy"] = r.Policy.Strings()
 		if len(r.Policy.Rules) == 0 {
-			v["policy"] = []string{""} // given, and empty: every cluster alike
+			v["policy"] = []string{":0:1"} // given, and empty: every cluster alike
 		}
 	}
 	return v

@@ -143,6 +143,11 @@ func checkEveryRPC(ctx context.Context, t *testing.T, in *informed) {
 	require.NoError(t, err)
 	require.Len(t, lv.GetValues(), 1)
 	assert.Equal(t, int64(1), lv.GetValues()[0].GetReadyGameservers())
+	placed, err := in.c.Place(ctx, &fleetcastv1.PlaceRequest{Filter: &fleetcastv1.FleetFilter{Selector: "platform=pc"}})
+	require.NoError(t, err)
+	require.Len(t, placed.GetPlacements(), 1, "Place ranks the cluster's own fleets")
+	assert.Equal(t, []any{"pc", "ranked", int64(1)}, []any{placed.GetPlacements()[0].GetClusterName(), placed.GetPlacements()[0].GetFleetName(),
+		placed.GetPlacements()[0].GetAvailable()})
 	_, err = in.c.Inform(ctx, &fleetcastv1.InformRequest{Filter: &fleetcastv1.FleetFilter{Selector: "platform in (pc"}})
 	assert.Equal(t, codes.InvalidArgument, status.Code(err), "the filters are the query side's: %v", err)
 }

@@ -79,3 +79,42 @@ func TestFiltersRoundTrip(t *testing.T) {
 		assert.Equal(t, v.Values().Encode(), back.Values().Encode(), s)
 	}
 }
+
+// TestPlacementsRoundTrip: an answer of Place survives protobuf, every
+// field and every reason.
+func TestPlacementsRoundTrip(t *testing.T) {
+	p := fleetapi.Placements{
+		Placements: []fleetapi.Placement{{Cluster: "pc", Namespace: "games", Name: "ranked", Labels: map[string]string{"platform": "pc"},
+			AllocatorEndpoint: "203.0.113.9:443", Resource: "counter:rooms", Available: 7, ReadyReplicas: 3, Priority: 2, Weight: 100,
+			ObservedAt: at, LagMillis: 12, HeartbeatAgeMillis: 3400, Stale: true}},
+		Eligible: 4,
+		LeftOut: []fleetapi.LeftOut{
+			{Reason: fleetapi.FilteredOut, Fleets: 9, Clusters: []string{"ps5"}, ClusterCount: 1, Message: "9 fleets do not match the filter"},
+			{Reason: fleetapi.StaleCluster, Fleets: 1, Clusters: []string{"old"}, ClusterCount: 1, Message: "m"},
+			{Reason: fleetapi.NotInPolicy, Fleets: 2, Clusters: []string{"a", "b"}, ClusterCount: 12, Message: "m"},
+			{Reason: fleetapi.TooLittleCapacity, Fleets: 3, Clusters: []string{"pc"}, ClusterCount: 1, Message: "m"},
+		},
+		Policy: []string{"region=eu:0:100", ":1:1"}, PolicySource: "request",
+	}
+	assert.Equal(t, p, fleetpb.FromPlacements(fleetpb.Placements(p)))
+}
+
+// TestPlaceRequestsParseAlike: a request sent over the InformationService
+// is the one /v1/placements parses from its parameters.
+func TestPlaceRequestsParseAlike(t *testing.T) {
+	v, err := url.ParseQuery("cluster=pc&selector=platform%3Dpc&counter=rooms&minAvailable=4&list=slots&minListAvailable=2" +
+		"&players=3&gameServers=1&count=5&policy=region%3Deu:0:100&policy=:1:1&includeStale=true&rolloutComplete=true&minReady=2")
+	require.NoError(t, err)
+	req, err := fleetapi.ParsePlace(v)
+	require.NoError(t, err)
+	again, err := fleetapi.ParsePlace(fleetpb.PlaceValues(fleetpb.PlaceRequest(req)))
+	require.NoError(t, err)
+	assert.Equal(t, req.Values(), again.Values())
+	assert.Equal(t, v, again.Values())
+
+	// No weight is weight 1; an empty policy given is every cluster alike.
+	every := fleetapi.PlaceRequest{Policy: &fleetapi.Policy{}}
+	got, err := fleetapi.ParsePlace(fleetpb.PlaceValues(fleetpb.PlaceRequest(every)))
+	require.NoError(t, err)
+	assert.Equal(t, []string{":0:1"}, got.Policy.Strings())
+}

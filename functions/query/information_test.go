@@ -414,3 +414,15 @@ func TestPlaceBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacementPolicyFromTheEnvironment: PLACEMENT_POLICY is the default
+// policy, rules separated by semicolons; a bad rule stops the start.
+func TestPlacementPolicyFromTheEnvironment(t *testing.T) {
+	c, err := query.ConfigFromEnv(func(k string) string {
+		return map[string]string{"PLACEMENT_POLICY": "region=eu-west:0:100; region=eu-north:1:100 ;"}[k]
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"region=eu-west:0:100", "region=eu-north:1:100"}, c.View.Policy.Strings())
+	_, err = query.ConfigFromEnv(func(k string) string { return map[string]string{"PLACEMENT_POLICY": "region=eu-west"}[k] })
+	assert.ErrorContains(t, err, `PLACEMENT_POLICY="region=eu-west": "region=eu-west": want SELECTOR:PRIORITY[:WEIGHT]`)
+}

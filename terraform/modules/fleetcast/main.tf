@@ -52,6 +52,7 @@ locals {
     METRICS_LABELS       = join(",", var.query_metrics_labels)
     METRICS_MAX_SERIES   = tostring(var.query_metrics_max_series)
     METRICS_AGGREGATE    = tostring(var.query_metrics_aggregate)
+    PLACEMENT_POLICY     = join(";", var.query_placement_policy)
   })
   # The Cloud Run service that answers queries: the function's, or the
   # query service's (query_mode).

@@ -374,6 +374,16 @@ variable "query_metrics_labels" {
   }
 }
 
+variable "query_placement_policy" {
+  type        = list(string)
+  description = "The placement policy of a Place request (GET /v1/placements) that gives none (PLACEMENT_POLICY): rules SELECTOR:PRIORITY[:WEIGHT] over cluster labels, in order, such as [\"region=eu-west:0:100\", \"region=eu-north:1:100\"]. Each cluster takes the first rule its labels match; a cluster none matches takes no match. Empty: every cluster alike."
+  default     = []
+  validation {
+    condition     = length(var.query_placement_policy) <= 30 && alltrue([for r in var.query_placement_policy : can(regex("^[^;:]*:[0-9]{1,10}(:[0-9]{1,7})?$", r))])
+    error_message = "query_placement_policy must hold at most 30 rules SELECTOR:PRIORITY[:WEIGHT] (a label selector over cluster labels, possibly empty; a priority of 0 or more; a weight from 0 to 1000000), such as region=eu-west:0:100 or :1."
+  }
+}
+
 variable "query_metrics_max_series" {
   type        = number
   description = "The fleet series /metrics answers at most (METRICS_MAX_SERIES): past it, sums by cluster and query_metrics_labels. Each series scraped every 30 s is 86 400 samples a month that Managed Service for Prometheus bills."

@@ -792,6 +792,14 @@ run "metrics_labels_that_name_one_prometheus_label_twice" {
   expect_failures = [var.query_metrics_labels]
 }
 
+run "a_placement_rule_without_a_priority" {
+  command = plan
+  variables {
+    query_placement_policy = ["region=eu-west:0:100", "region=eu-north"]
+  }
+  expect_failures = [var.query_placement_policy]
+}
+
 run "an_slo_goal_cloud_monitoring_refuses" {
   command = plan
   variables {
