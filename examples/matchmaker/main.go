@@ -1,9 +1,11 @@
 // Command matchmaker is an example a studio can copy: it keeps a live view
-// of every fleet with fleetwatch and routes each incoming player to the
-// best fleet for their platform and game version, printing each decision.
+// of every fleet with fleetwatch and routes each incoming player to a
+// fleet for their platform and game version — among several, drawn in
+// proportion to their rank, so that many replicas of it spread players
+// over the fleets — printing each decision.
 //
 // Players arrive on standard input, one per line: "NAME PLATFORM VERSION",
-// e.g. "alice pc 1.42". --rank chooses what "best" means (ready, players,
+// e.g. "alice pc 1.42". --rank chooses what weighs a fleet (ready, players,
 // counter=NAME, list=NAME), --prefer (repeatable) the clusters to try
 // first by their labels; each decision says what ranked it and whether a
 // preference chose. Clusters turning stale or fresh are printed, errors

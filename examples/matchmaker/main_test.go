@@ -29,13 +29,15 @@ func TestRoutesPlayersToTheBestFleet(t *testing.T) {
 	for _, f := range []struct {
 		name, platform, version string
 		ready                   int64
-	}{{"pc-a", "pc", "1.42", 3}, {"pc-b", "pc", "1.42", 7}, {"ps5", "ps5", "1.42", 9}} {
+	}{{"pc-a", "pc", "1.41", 3}, {"pc-b", "pc", "1.42", 7}, {"ps5", "ps5", "1.42", 9}} {
 		apply(fleet.Event{Kind: fleet.KindUpsert, Cluster: "eu", Namespace: "games", Name: f.name, Fleet: fleet.State{
 			UID: "u", Labels: map[string]string{"platform": f.platform, "app.kubernetes.io/version": f.version},
 			Status: fleet.Status{Replicas: f.ready, ReadyReplicas: f.ready},
 		}})
 	}
 	var out bytes.Buffer
+	// One fleet per platform and version: among several, Choose draws in
+	// proportion to their rank (fleetwatch's tests check the shares).
 	in := strings.NewReader("alice pc 1.42\nbob ps5 1.42\ncarol pc 1.40\nbad line\n")
 	err := run(t.Context(), nil, func(k string) string { return map[string]string{"GOOGLE_CLOUD_PROJECT": project}[k] }, in, &out, &out)
 	require.NoError(t, err)
