@@ -77,11 +77,9 @@ type Placements struct {
 
 var placeParams = map[string]bool{"count": true, "gameServers": true, "players": true, "policy": true}
 
-// filterParams are the parameters of GET /v1/fleets a placement takes.
-var filterParams = map[string]bool{
-	"cluster": true, "namespace": true, "selector": true, "minReady": true, "counter": true, "minAvailable": true,
-	"list": true, "minListAvailable": true, "rolloutComplete": true, "includeStale": true,
-}
+// pagingParams are the parameters of GET /v1/fleets a placement does not
+// take: it has no order and no pages.
+var pagingParams = map[string]bool{"orderBy": true, "pageSize": true, "pageToken": true}
 
 // ParsePlace reads the parameters of GET /v1/placements: the filter of
 // /v1/fleets (its counter and list thresholds are what the match needs),
@@ -91,7 +89,7 @@ func ParsePlace(v url.Values) (PlaceRequest, error) {
 	filter := url.Values{}
 	for name, vals := range v {
 		switch {
-		case filterParams[name]:
+		case knownParams[name] && !pagingParams[name]:
 			filter[name] = vals
 		case placeParams[name]:
 		case name == "":

@@ -219,7 +219,7 @@ func TestPlaceSaysWhyNothingQualifies(t *testing.T) {
 	assert.ErrorContains(t, err, `parameter counter: no cluster reports a counter "seats"`)
 }
 
-// TestPlaceNames at most ten clusters per reason, and counts them all.
+// TestPlaceNamesAtMostTenClustersPerReason, and counts them all.
 func TestPlaceNamesAtMostTenClustersPerReason(t *testing.T) {
 	w := newWorld(t)
 	for i := range 12 {

@@ -363,16 +363,21 @@ func (r *Ranking[T]) Leave(reason Reason, cluster string) {
 // candidates are the best Count of them.
 func (r *Ranking[T]) Eligible() int { return r.eligible }
 
-// Result returns the candidates kept, best first, and the fleets left
-// out, by reason in the order fleets are judged; need and staleText
-// (why a cluster is stale) word their messages.
-func (r *Ranking[T]) Result(need Need, staleText string) ([]Candidate[T], []LeftOut) {
-	best := slices.SortedFunc(slices.Values(r.top), func(a, b Candidate[T]) int {
+// Best returns the candidates kept, best first.
+func (r *Ranking[T]) Best() []Candidate[T] {
+	return slices.SortedFunc(slices.Values(r.top), func(a, b Candidate[T]) int {
 		if r.top.less(a, b) {
 			return -1
 		}
 		return 1
 	})
+}
+
+// Result returns Best and the fleets left out, by reason in the order
+// fleets are judged; need and staleText (why a cluster is stale) word
+// their messages.
+func (r *Ranking[T]) Result(need Need, staleText string) ([]Candidate[T], []LeftOut) {
+	best := r.Best()
 	out := []LeftOut{}
 	for _, reason := range reasons {
 		m := r.left[reason]

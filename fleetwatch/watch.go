@@ -568,16 +568,13 @@ func (v *View) Fleets(selector labels.Selector) []fleetapi.Fleet {
 // spare and is never picked.
 type Rank func(fleetapi.Fleet) int64
 
-// statusOf is a fleet's figures as the placement ranking reads them.
-func statusOf(f fleetapi.Fleet) *fleet.DocStatus {
-	return &fleet.DocStatus{Replicas: f.CurrentReplicas, ReadyReplicas: f.ReadyReplicas, Players: f.Players, Counters: f.Counters, Lists: f.Lists}
-}
-
 // ByReady ranks fleets by their ready game servers, never more than the
 // game servers they have: the numbers are their cluster's own word, and a
 // cluster reporting more ready servers than it runs must not win every
 // pick by it.
-func ByReady(f fleetapi.Fleet) int64 { return fleetapi.ReadyOf(statusOf(f)) }
+func ByReady(f fleetapi.Fleet) int64 {
+	return fleetapi.ReadyOf(&fleet.DocStatus{Replicas: f.CurrentReplicas, ReadyReplicas: f.ReadyReplicas})
+}
 
 // ByPlayers ranks fleets by their players' available capacity, never more
 // than their capacity less their count.
@@ -664,14 +661,12 @@ func (v *View) Choose(selector labels.Selector, p Policy) (fleetapi.Fleet, int, 
 	v.mu.RUnlock()
 	rk := fleetapi.NewRanking[fleetapi.Fleet](1, p.Rand)
 	for _, f := range candidates {
-		if f.Stale {
-			rk.Leave(fleetapi.StaleCluster, f.Cluster)
-			continue
+		if !f.Stale {
+			priority, weight, _ := policy.For(clusterLabels[f.Cluster])
+			rk.Offer(f, f.Cluster, false, priority, float64(weight)*float64(rank(f)))
 		}
-		priority, weight, _ := policy.For(clusterLabels[f.Cluster])
-		rk.Offer(f, f.Cluster, false, priority, float64(weight)*float64(rank(f)))
 	}
-	best, _ := rk.Result(fleetapi.Need{}, "")
+	best := rk.Best() // a pick gives no reasons: none are worded
 	if len(best) == 0 {
 		return fleetapi.Fleet{}, len(p.Prefer), ErrNoFleet
 	}

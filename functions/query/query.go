@@ -118,9 +118,7 @@ type endpoint func(r *http.Request) (key string, answer func(*fleetapi.Read) (an
 // writes errors as the API's error document.
 func (h *Handler) get(e endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			h.failStatus(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "", fmt.Sprintf("method %s not allowed; use GET", r.Method))
+		if !h.readOnly(w, r) {
 			return
 		}
 		key, answer, err := e(r)
@@ -164,9 +162,7 @@ func (h *Handler) get(e endpoint) http.HandlerFunc {
 // request, so that matchmakers spread their matches: it has no ETag, and
 // no cache may keep it.
 func (h *Handler) place(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		h.failStatus(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "", fmt.Sprintf("method %s not allowed; use GET", r.Method))
+	if !h.readOnly(w, r) {
 		return
 	}
 	req, err := fleetapi.ParsePlace(r.URL.Query())
@@ -180,6 +176,17 @@ func (h *Handler) place(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.reply(w, r, p, "", acceptsGzip(r))
+}
+
+// readOnly answers 405 to any method but GET and HEAD, and says whether
+// the request may go on.
+func (h *Handler) readOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	h.failStatus(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "", fmt.Sprintf("method %s not allowed; use GET", r.Method))
+	return false
 }
 
 func listFleets(r *http.Request) (string, func(*fleetapi.Read) (any, error), error) {
