@@ -34,6 +34,7 @@ import (
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
 	"github.com/fleetcast/fleetcast/internal/testenv/otlptest"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/publisher"
@@ -317,7 +318,7 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 	svc := fleetapi.NewService(viewStore, fleetapi.Options{Log: quiet})
 	srv := httptest.NewServer(query.NewHandler(svc, quiet))
 	b.Cleanup(srv.Close)
-	client := fleetcastv1connect.NewInformationServiceClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: ref.Matchmakers}}, srv.URL)
+	client := fleetcastv1connect.NewInformationServiceClient(testhttp.New(&http.Transport{MaxIdleConnsPerHost: ref.Matchmakers}), srv.URL)
 	var streamed atomic.Int64
 	watchtest.Subscribe(b, client, ref.Matchmakers, &fleetcastv1.WatchFleetsRequest{},
 		func(int, *fleetcastv1.FleetInformation) { streamed.Add(1) })
@@ -387,7 +388,7 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 		spreadPatches.Add(1)
 	})
 	ticking(load, &wg, time.Duration(float64(time.Second)/ref.QueriesPerSecond), func() {
-		resp, err := http.Get(srv.URL + "/v1/fleets?selector=platform%3Dpc&orderBy=ready&pageSize=100")
+		resp, err := testhttp.Client.Get(srv.URL + "/v1/fleets?selector=platform%3Dpc&orderBy=ready&pageSize=100")
 		if err != nil {
 			b.Errorf("query: %v", err)
 			return

@@ -22,6 +22,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // The neighbours of every chaos seed: a query instance that hostile
@@ -165,7 +166,7 @@ func (n *neighbours) get(ctx context.Context, path string) (int, string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.n.url+path, nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testhttp.Client.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -182,7 +183,7 @@ func (n *neighbours) post(path, contentType string, header map[string]string, bo
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testhttp.Client.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -230,7 +231,7 @@ func (n *neighbours) watch() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.n.url+"/v1/watch?cluster="+n.bystander, nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testhttp.Client.Do(req)
 	if err != nil {
 		n.fail("a watch: %v", err)
 		return

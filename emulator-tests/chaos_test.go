@@ -29,6 +29,7 @@ import (
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
 	"github.com/fleetcast/fleetcast/internal/testenv/proc"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/publisher"
 )
@@ -482,7 +483,7 @@ func newHTTPServer(tb testing.TB, h http.Handler) string {
 	go func() { _ = srv.ListenAndServe() }()
 	tb.Cleanup(func() { _ = srv.Close() })
 	eventually(tb, "the proxy listening", func() bool {
-		resp, err := http.Get("http://127.0.0.1:" + port + "/probe")
+		resp, err := testhttp.Client.Get("http://127.0.0.1:" + port + "/probe")
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()

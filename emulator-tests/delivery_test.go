@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // TestDeliveryFormats posts one event in each format the function accepts:
@@ -67,7 +68,7 @@ func TestDeliveryFormats(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := "direct-" + randomHex(t, 6)
-			resp, err := http.DefaultClient.Do(tt.request(id).WithContext(t.Context()))
+			resp, err := testhttp.Client.Do(tt.request(id).WithContext(t.Context()))
 			require.NoError(t, err)
 			resp.Body.Close()
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
@@ -91,7 +92,7 @@ func TestNotJSONIsAckedAndLogged(t *testing.T) {
 		"message":      map[string]any{"data": base64.StdEncoding.EncodeToString([]byte("not json at all")), "messageId": id},
 		"subscription": "projects/" + project + "/subscriptions/misconfigured",
 	})
-	resp, err := http.Post(pushURL(p.fn, p.cluster), "application/json", bytes.NewReader(body))
+	resp, err := testhttp.Client.Post(pushURL(p.fn, p.cluster), "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "acknowledged: retrying cannot fix it")
@@ -126,7 +127,7 @@ func TestAPushWhoseClientGaveUpHoldsUpNoOther(t *testing.T) {
 		r, err := http.NewRequestWithContext(ctx, http.MethodPost, pushURL(p.fn, p.cluster), bytes.NewReader(body(seq)))
 		require.NoError(t, err)
 		r.Header.Set("Content-Type", "application/json")
-		return http.DefaultClient.Do(r)
+		return testhttp.Client.Do(r)
 	}
 	// Rounds of pushes given up mid-flight, as a subscription's are when
 	// their deadline passes: each sent whole or in part, its connection

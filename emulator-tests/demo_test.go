@@ -2,7 +2,6 @@ package emulatortests
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // TestDemoRunsThePipeline runs make demo's program briefly: it checks by
@@ -32,7 +32,7 @@ func TestDemoRunsThePipeline(t *testing.T) {
 		ModuleDir: "..",
 		Ready: func(url string) {
 			queryURL = url
-			resp, err := http.Get(url + "/")
+			resp, err := testhttp.Client.Get(url + "/")
 			if err == nil {
 				page = resp.Header.Get("Content-Type")
 				resp.Body.Close()
@@ -52,7 +52,7 @@ func TestDemoRunsThePipeline(t *testing.T) {
 }
 
 func getJSONTest(url string, v any) error {
-	resp, err := http.Get(url)
+	resp, err := testhttp.Client.Get(url)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 	"github.com/fleetcast/fleetcast/schemas"
 )
@@ -202,7 +203,7 @@ func TestIngestIgnoresFieldsNewerThanItKnows(t *testing.T) {
 		Message:      ingest.PubsubMessage{Data: data, MessageID: id, PublishTime: time.Now().UTC()},
 		Subscription: "projects/" + project + "/subscriptions/direct",
 	})
-	resp, err := http.Post(pushURL(p.fn, p.cluster), "application/json", bytes.NewReader(body))
+	resp, err := testhttp.Client.Post(pushURL(p.fn, p.cluster), "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusOK, resp.StatusCode)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // TestFirestoreOutageIsRetriedAndNothingLost cuts the function off from
@@ -30,7 +31,7 @@ func TestFirestoreOutageIsRetriedAndNothingLost(t *testing.T) {
 		"message":      map[string]any{"data": mustEncode(t, p.upsert("direct", 1, 1)), "messageId": "outage-direct"},
 		"subscription": "projects/" + project + "/subscriptions/direct",
 	})
-	resp, err := http.Post(pushURL(fn, p.cluster), "application/json", bytes.NewReader(body))
+	resp, err := testhttp.Client.Post(pushURL(fn, p.cluster), "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode, "a transient error asks for redelivery")

@@ -24,6 +24,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // changeLog collects the changes a watch reports.
@@ -180,7 +181,7 @@ func TestWatchRecoversFromInterruptions(t *testing.T) {
 	req, err := http.NewRequest(http.MethodDelete, "http://"+emulator.Host(t, emulator.FirestoreHostEnv)+
 		"/emulator/v1/projects/"+a.project+"/databases/(default)/documents", nil)
 	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testhttp.Client.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -198,7 +199,7 @@ func TestWatchFailsFastWhenPermissionIsDenied(t *testing.T) {
 	rules := `{"rules":{"files":[{"content":"rules_version = '2';\nservice cloud.firestore {\n  match /databases/{db}/documents/{doc=**} {\n    allow read, write: if false;\n  }\n}"}]}}`
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, "http://"+host+"/emulator/v1/projects/"+project+":securityRules", strings.NewReader(rules))
 	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testhttp.Client.Do(req)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -20,6 +20,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 )
@@ -61,7 +62,7 @@ func TestOneClustersTimesCannotBreakAnswersAboutOthers(t *testing.T) {
 	svc := fleetapi.NewService(firestoredb.New(tenant.fs, time.Hour, time.Now), fleetapi.Options{MaxStaleness: -1, ClusterRefresh: -1, Log: log})
 	srv := httptest.NewServer(query.NewHandler(svc, log))
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/v1/fleets?includeStale=true&pageSize=1000&cluster=" + tenant.cluster + "&cluster=" + other.cluster)
+	resp, err := testhttp.Client.Get(srv.URL + "/v1/fleets?includeStale=true&pageSize=1000&cluster=" + tenant.cluster + "&cluster=" + other.cluster)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -74,7 +75,7 @@ func TestOneClustersTimesCannotBreakAnswersAboutOthers(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"far-future", "honest"}, got)
 
-	resp, err = http.Post(srv.URL+"/fleetcast.v1.InformationService/Inform", "application/json", strings.NewReader(`{"filter":{"includeStale":true}}`))
+	resp, err = testhttp.Client.Post(srv.URL+"/fleetcast.v1.InformationService/Inform", "application/json", strings.NewReader(`{"filter":{"includeStale":true}}`))
 	require.NoError(t, err)
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -19,6 +19,7 @@ import (
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -52,7 +53,7 @@ func BenchmarkInformationService(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(func() { conn.Close() })
 	g := fleetcastv1.NewInformationServiceClient(conn)
-	c := fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, srv.URL)
+	c := fleetcastv1connect.NewInformationServiceClient(testhttp.Client, srv.URL)
 	protocols := []struct {
 		name string
 		informer

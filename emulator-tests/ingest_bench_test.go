@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -97,7 +97,7 @@ func benchmarkIngest(b *testing.B, fn *function, inFlight int) {
 		for w := range inFlight {
 			wg.Go(func() {
 				for i := range next[w%len(clusters)] {
-					resp, err := http.Post(pushURL(fn, evs[i].Cluster), "application/json", bytes.NewReader(bodies[i]))
+					resp, err := testhttp.Client.Post(pushURL(fn, evs[i].Cluster), "application/json", bytes.NewReader(bodies[i]))
 					if err != nil {
 						b.Error(err)
 						continue
@@ -131,7 +131,7 @@ func benchmarkIngest(b *testing.B, fn *function, inFlight int) {
 		require.NoError(b, err)
 		n++
 		markerID := fmt.Sprintf("%s-%d", clusters[0], n)
-		resp, err := http.Post(pushURL(fn, clusters[0]), "application/json", bytes.NewReader(mustJSON(b, ingest.MessagePublishedData{
+		resp, err := testhttp.Client.Post(pushURL(fn, clusters[0]), "application/json", bytes.NewReader(mustJSON(b, ingest.MessagePublishedData{
 			Message: ingest.PubsubMessage{Data: data, MessageID: markerID, PublishTime: time.Now().UTC()}})))
 		require.NoError(b, err)
 		resp.Body.Close()

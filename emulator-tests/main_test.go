@@ -166,6 +166,12 @@ func (c *logCollector) collect(r io.Reader) {
 		}
 		c.mu.Unlock()
 	}
+	if err := sc.Err(); err != nil {
+		// Never stop reading: a function writing to a pipe nobody reads
+		// blocks on its next log line, and every request with it.
+		fmt.Fprintf(os.Stderr, "function log: %v; the rest of its output is discarded\n", err)
+		_, _ = io.Copy(io.Discard, r)
+	}
 }
 
 // matching returns the lines whose field key equals value.

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 )
 
@@ -117,7 +118,7 @@ func (m *pushModel) push(ctx context.Context, body []byte) bool {
 // pushClient keeps its connections, as Pub/Sub's push does: a flood of
 // short requests over new connections would run the machine out of
 // ephemeral ports (each closed one waits a minute in TIME_WAIT).
-var pushClient = &http.Client{Transport: pooled(128)}
+var pushClient = testhttp.New(pooled(128))
 
 // pooled is a transport keeping up to n idle connections per host.
 func pooled(n int) *http.Transport {

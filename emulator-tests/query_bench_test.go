@@ -21,6 +21,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -97,7 +98,7 @@ func benchmarkQueryFleets(b *testing.B, n int, maxStaleness time.Duration) {
 			req.Header.Set(k, v)
 		}
 		start := time.Now()
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testhttp.Client.Do(req)
 		require.NoError(b, err)
 		body, err := io.ReadAll(resp.Body)
 		require.NoError(b, err)

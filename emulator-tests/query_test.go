@@ -28,6 +28,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/schemas"
 )
@@ -474,12 +475,12 @@ func TestQueryFleetsIsServedByTheFunctionsFramework(t *testing.T) {
 	t.Cleanup(fn.stop)
 	// The runner's project is the package's; its clusters exist if other
 	// tests ran, but the answer's shape is what matters here.
-	resp, err := http.Get(fn.url + "v1/clusters")
+	resp, err := testhttp.Client.Get(fn.url + "v1/clusters")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
-	resp, err = http.Get(fn.url + "v1/fleets?pageSize=0")
+	resp, err = testhttp.Client.Get(fn.url + "v1/fleets?pageSize=0")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)

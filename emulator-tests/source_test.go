@@ -18,6 +18,7 @@ import (
 	"github.com/fleetcast/fleetcast/internal/build/buildpack"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 	"github.com/fleetcast/fleetcast/internal/testenv/proc"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/pubsubtopic"
 )
 
@@ -71,7 +72,7 @@ func TestSourceZipBuildsAndServesLikeTheBuildpack(t *testing.T) {
 	ingestURL := serve("IngestFleetEvents")
 	body := `{"message":{"data":"` + base64.StdEncoding.EncodeToString(mustEncode(t, p.upsert("from-zip", 1, 3))) +
 		`","messageId":"zip-1"},"subscription":"projects/` + project + `/subscriptions/zip"}`
-	resp, err := http.Post(ingestURL+"/"+pubsubtopic.TopicName(project, topicOf(p.cluster)), "application/json", strings.NewReader(body))
+	resp, err := testhttp.Client.Post(ingestURL+"/"+pubsubtopic.TopicName(project, topicOf(p.cluster)), "application/json", strings.NewReader(body))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -81,7 +82,7 @@ func TestSourceZipBuildsAndServesLikeTheBuildpack(t *testing.T) {
 
 	// QueryFleets reads it back.
 	queryURL := serve("QueryFleets")
-	resp, err = http.Get(queryURL + "/v1/fleets/" + p.cluster + "/default/from-zip")
+	resp, err = testhttp.Client.Get(queryURL + "/v1/fleets/" + p.cluster + "/default/from-zip")
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -22,6 +22,7 @@ import (
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 )
@@ -138,7 +139,7 @@ func benchmarkStreamFanout(b *testing.B, n int) {
 	svc := fleetapi.NewService(store, fleetapi.Options{Log: log, MaxWatches: n})
 	srv := httptest.NewServer(query.NewHandler(svc, log))
 	b.Cleanup(srv.Close)
-	client := fleetcastv1connect.NewInformationServiceClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}, srv.URL)
+	client := fleetcastv1connect.NewInformationServiceClient(testhttp.New(&http.Transport{MaxIdleConnsPerHost: n}), srv.URL)
 
 	heapBefore := heapInUse()
 	r := newReceipts(n)

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/schemas"
@@ -139,7 +140,7 @@ func TestWatchEventsMatchTheOpenAPIDocument(t *testing.T) {
 		h.ServeHTTP(w, r.WithContext(ctx))
 	}))
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/v1/watch?includeStale=true")
+	resp, err := testhttp.Client.Get(srv.URL + "/v1/watch?includeStale=true")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	seen := map[string]int{}

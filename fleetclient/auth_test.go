@@ -25,6 +25,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/fleetcast/fleetcast/fleetclient"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // issuer stands in for Google's token endpoints: OAuth (a user's refresh
@@ -93,14 +94,14 @@ func newIssuer(t *testing.T) *issuer {
 // Credentials API that Google's impersonate package calls) to the issuer,
 // and the rest where it goes.
 func (is *issuer) googleClient() *http.Client {
-	return &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+	return testhttp.New(roundTripper(func(r *http.Request) (*http.Response, error) {
 		if strings.HasSuffix(r.URL.Host, ".googleapis.com") {
 			u, _ := url.Parse(is.URL)
 			r = r.Clone(r.Context())
 			r.URL.Scheme, r.URL.Host, r.Host = u.Scheme, u.Host, u.Host
 		}
 		return http.DefaultTransport.RoundTrip(r)
-	})}
+	}))
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
@@ -272,7 +273,7 @@ func TestTheClientSendsTheIDToken(t *testing.T) {
 		_, port, _ := net.SplitHostPort(addr)
 		return (&net.Dialer{}).DialContext(ctx, network, "127.0.0.1:"+port)
 	}
-	ctx := context.WithValue(t.Context(), oauth2.HTTPClient, &http.Client{Transport: tr})
+	ctx := context.WithValue(t.Context(), oauth2.HTTPClient, testhttp.New(tr))
 	token := func(host string) string {
 		t.Helper()
 		auth, _ := got.LoadAndDelete(host)

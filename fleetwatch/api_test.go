@@ -21,6 +21,7 @@ import (
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -108,7 +109,7 @@ func TestWatchAPIFollowsTheStream(t *testing.T) {
 	w.put("pc", "ranked", 3)
 	w.put("ps5", "casual", 5)
 	var got changes
-	client := fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, w.srv.URL)
+	client := fleetcastv1connect.NewInformationServiceClient(testhttp.Client, w.srv.URL)
 	var failures, recoveries atomic.Int64
 	v, err := fleetwatch.WatchAPI(t.Context(), client, fleetwatch.Options{OnChange: got.add,
 		OnError: func(error) { failures.Add(1) },
@@ -168,7 +169,7 @@ func TestWatchAPIFollowsTheStream(t *testing.T) {
 // the watch at once, rather than retrying forever.
 func TestWatchAPIRejectsWhatTheServerRejects(t *testing.T) {
 	w := newAPIWorld(t)
-	client := fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, w.srv.URL)
+	client := fleetcastv1connect.NewInformationServiceClient(testhttp.Client, w.srv.URL)
 	_, err := fleetwatch.WatchAPI(t.Context(), client, fleetwatch.Options{Clusters: []string{"Not_A_Cluster"}})
 	require.Error(t, err)
 	// The server's refusal in the read model's words: the parameter
@@ -187,7 +188,7 @@ func TestWatchAPIStaleWithoutNews(t *testing.T) {
 	w.put("pc", "ranked", 3)
 	var offset atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	client := fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, w.srv.URL)
+	client := fleetcastv1connect.NewInformationServiceClient(testhttp.Client, w.srv.URL)
 	v, err := fleetwatch.WatchAPI(t.Context(), client, fleetwatch.Options{StaleAfter: time.Minute, Now: now})
 	require.NoError(t, err)
 	assert.False(t, v.Fleets(nil)[0].Stale)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -81,7 +81,7 @@ func TestARefusedConnectionIsRetriedEverMoreSlowly(t *testing.T) {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 	var log syncLog
-	client := fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, "http://"+addr)
+	client := fleetcastv1connect.NewInformationServiceClient(testhttp.Client, "http://"+addr)
 	_, err = WatchAPI(t.Context(), client, Options{StartTimeout: 3 * time.Second, Log: logging.New(&log, logging.LevelWarning)})
 	require.ErrorIs(t, err, ErrStartTimeout)
 	waits := log.waits(t)

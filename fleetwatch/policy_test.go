@@ -3,7 +3,6 @@ package fleetwatch_test
 import (
 	"math"
 	"math/rand/v2"
-	"net/http"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // TestPolicies: Pick draws in proportion to ready replicas, a counter's, a
@@ -40,7 +40,7 @@ func TestPolicies(t *testing.T) {
 	put("pc", "a", 5, 1, 0, 7)
 	put("ps5", "b", 3, 9, 2, 0)
 	put("xbox", "c", 1, 0, 8, 3)
-	client := fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, w.srv.URL)
+	client := fleetcastv1connect.NewInformationServiceClient(testhttp.Client, w.srv.URL)
 	v, err := fleetwatch.WatchAPI(t.Context(), client, fleetwatch.Options{})
 	require.NoError(t, err)
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // unreachable returns a Firestore client of an address where nothing
@@ -56,7 +57,7 @@ func TestWatchAPIGivesUpAfterTheStartTimeout(t *testing.T) {
 		http.Error(rw, "overloaded", http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(srv.Close)
-	client := fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, srv.URL)
+	client := fleetcastv1connect.NewInformationServiceClient(testhttp.Client, srv.URL)
 	_, err := fleetwatch.WatchAPI(t.Context(), client, fleetwatch.Options{StartTimeout: 300 * time.Millisecond})
 	require.ErrorIs(t, err, fleetwatch.ErrStartTimeout)
 	assert.Contains(t, err.Error(), "unavailable")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 func freeAddr(tb testing.TB) string {
@@ -27,7 +28,7 @@ func freeAddr(tb testing.TB) string {
 
 func get(tb testing.TB, url string) (int, string) {
 	tb.Helper()
-	resp, err := http.Get(url)
+	resp, err := testhttp.Client.Get(url)
 	require.NoError(tb, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

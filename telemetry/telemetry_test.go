@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/fleetcast/fleetcast/internal/testenv/otlptest"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/telemetry"
 )
 
@@ -98,11 +99,11 @@ func TestHandlerSpanNamesAndLinks(t *testing.T) {
 	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	req, _ := http.NewRequest("GET", srv.URL+"/v1/fleets/pc-eu", nil)
 	req.Header.Set("traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testhttp.Client.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	for _, path := range []string{"/nowhere", "/svc.v1.S/Get", "/svc.v1.S/Made-Up"} {
-		resp, err = http.Post(srv.URL+path, "application/json", nil)
+		resp, err = testhttp.Client.Post(srv.URL+path, "application/json", nil)
 		require.NoError(t, err)
 		resp.Body.Close()
 	}

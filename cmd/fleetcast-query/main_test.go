@@ -23,6 +23,7 @@ import (
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // cluster writes cluster pc's heartbeat and two fleets, ranked (8 ready)
@@ -154,7 +155,7 @@ func TestNativeGRPCOverH2C(t *testing.T) {
 	}
 
 	// The same port serves REST over HTTP/1.1.
-	resp, err := http.Get("http://" + addr + "/v1/fleets?selector=platform%3Dpc")
+	resp, err := testhttp.Client.Get("http://" + addr + "/v1/fleets?selector=platform%3Dpc")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)

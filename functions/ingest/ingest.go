@@ -76,6 +76,9 @@ type Handler struct {
 	// dropped counts the messages this instance acknowledged without
 	// applying them; every drop's log line carries it.
 	dropped atomic.Int64
+	// overdue counts the pushes answered unapplied because their
+	// handling outlived EVENT_TIMEOUT (ServeHTTP).
+	overdue atomic.Int64
 	// unchanged counts the duplicates and stale events since the last
 	// summary line (their own lines are DEBUG), and since the start.
 	mu             sync.Mutex

@@ -26,6 +26,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
 	"github.com/fleetcast/fleetcast/internal/testenv/otlptest"
+	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/telemetry"
 )
@@ -472,4 +473,56 @@ func TestADropMarksItsSpan(t *testing.T) {
 	assert.Contains(t, got[0].Attributes(), attribute.String("fleetcast.reason_code", ingest.DropForeignCluster))
 	assert.Equal(t, codes.Error, got[0].Status().Code)
 	assert.False(t, got[0].Parent().IsValid(), "no trace context in the message: a trace of its own")
+}
+
+// deaf is an Applier that ignores its context: it returns only when
+// released, however long past its deadline.
+type deaf struct{ release chan struct{} }
+
+func (d deaf) Apply(context.Context, fleet.Event) (fleet.Applied, error) {
+	<-d.release
+	return fleet.Applied{Outcome: fleet.OutcomeCreated, Writes: 1}, nil
+}
+
+// TestAPushIsAnsweredWithinItsDeadlineWhateverTheStoreDoes: a store call
+// that never returns (one that ignores its context) does not hold the
+// push: it is answered 500 (asking for redelivery) once EVENT_TIMEOUT has
+// passed, and said; the handling goes on holding its cluster's share, so
+// the cluster's next event is asked for again at once, and the share is
+// free once the store returns.
+func TestAPushIsAnsweredWithinItsDeadlineWhateverTheStoreDoes(t *testing.T) {
+	store := deaf{release: make(chan struct{})}
+	cfg := config()
+	cfg.EventTimeout, cfg.MaxClusterInFlight = 50*time.Millisecond, 1
+	var buf syncbuf.Buffer
+	h := ingest.NewHandler(store, logging.New(&buf, slog.LevelInfo), cfg, func() time.Time { return now })
+	push, err := json.Marshal(pubsubData(validEvent(t)))
+	require.NoError(t, err)
+	post := func() *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		answered := make(chan struct{})
+		go func() {
+			defer close(answered)
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/projects/p/topics/fleet-events-pc", bytes.NewReader(push)))
+		}()
+		select {
+		case <-answered:
+		case <-time.After(time.Minute): // a hang guard, not a measurement
+			t.Fatal("the push was not answered")
+		}
+		return w
+	}
+	w := post()
+	assert.Equal(t, http.StatusInternalServerError, w.Code)
+	assert.Contains(t, w.Body.String(), "not applied within EVENT_TIMEOUT (50ms)")
+	assert.Eventually(t, func() bool { return strings.Contains(buf.String(), `"overdue":1`) }, time.Minute, 10*time.Millisecond,
+		"the overdue answer is logged: %s", buf.String())
+
+	w = post()
+	assert.Equal(t, http.StatusInternalServerError, w.Code)
+	assert.Contains(t, w.Body.String(), ingest.ErrOverShare.Error(), "the stuck handling keeps its cluster's share")
+
+	close(store.release)
+	assert.Eventually(t, func() bool { return post().Code == http.StatusOK }, time.Minute, 10*time.Millisecond,
+		"once the store returns, the share is free")
 }

@@ -2,15 +2,19 @@ package ingest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/fleetcast/fleetcast/logging"
 )
 
 // MessagePublishedType is the CloudEvent type of a Pub/Sub message.
@@ -50,11 +54,50 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	if err := h.Handle(r.Context(), e); err != nil {
+	if err := h.handleWithin(r.Context(), e); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// answerGrace is how long past EVENT_TIMEOUT an answer waits for Handle
+// to return its own error (a store that honours its context does so at
+// the deadline) before it answers without it.
+const answerGrace = 250 * time.Millisecond
+
+// handleWithin runs Handle and returns its error, or, when Handle has not
+// returned by EVENT_TIMEOUT (a store call that ignores its deadline, a
+// blocked log), an error that asks for redelivery: the push is answered
+// within its deadline whatever the store does. Handle goes on in the
+// background, holding its cluster's share of the instance
+// (MAX_CLUSTER_IN_FLIGHT) until it returns, so a stuck store costs a
+// cluster's share of requests, never the instance's goroutines without
+// bound.
+func (h *Handler) handleWithin(ctx context.Context, e event.Event) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, h.cfg.EventTimeout,
+		fmt.Errorf("not applied within EVENT_TIMEOUT (%v)", h.cfg.EventTimeout))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- h.Handle(ctx, e) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(answerGrace)
+	defer grace.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-grace.C:
+		// Logged aside: the answer waits on nothing the handling might
+		// be stuck on, the log's writer included.
+		n := h.overdue.Add(1)
+		go h.log.ErrorContext(context.WithoutCancel(ctx), "fleet event answered unapplied: its handling outlived EVENT_TIMEOUT; asking for redelivery",
+			logging.KeyMessageID, e.ID(), logging.KeyTopic, e.Source(), "overdue", n, logging.KeyError, context.Cause(ctx).Error())
+		return fmt.Errorf("message %s: %w", e.ID(), context.Cause(ctx))
+	}
 }
 
 // pushEvent is the CloudEvent of a push: the request's own, if it is one

@@ -29,6 +29,7 @@ import (
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 )
@@ -56,7 +57,7 @@ func TestADocumentNoAnswerCanHoldFailsNoAnswer(t *testing.T) {
 
 	l := getList(t, srv.URL+"/v1/fleets?cluster=pc")
 	assert.Len(t, l.Items, 4, "the four good fleets of pc, and none of the three")
-	resp, err := http.Get(srv.URL + "/v1/labels/app.kubernetes.io%2Fversion")
+	resp, err := testhttp.Client.Get(srv.URL + "/v1/labels/app.kubernetes.io%2Fversion")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
@@ -126,7 +127,7 @@ func TestARequestIsBoundedAfterDecompression(t *testing.T) {
 		for k, v := range header {
 			req.Header.Set(k, v)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testhttp.Client.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
@@ -277,7 +278,7 @@ func TestStreamsPerInstanceAreCapped(t *testing.T) {
 	first.Take(t, 5)
 	second.Take(t, 5)
 
-	resp, err := http.Get(srv.URL + "/v1/watch")
+	resp, err := testhttp.Client.Get(srv.URL + "/v1/watch")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -305,7 +306,7 @@ func TestStreamsPerInstanceAreCapped(t *testing.T) {
 	// retried without failing the test on an attempt still refused.
 	client := clients(srv)["connect"]
 	require.Eventually(t, func() bool {
-		resp, err := http.Get(srv.URL + "/v1/fleets") // not a stream: never capped
+		resp, err := testhttp.Client.Get(srv.URL + "/v1/fleets") // not a stream: never capped
 		if err == nil {
 			resp.Body.Close()
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 )
@@ -89,7 +90,7 @@ func clients(srv *httptest.Server) map[string]fleetcastv1connect.InformationServ
 
 func getList(t *testing.T, url string) fleetapi.FleetList {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := testhttp.Client.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -198,7 +199,7 @@ func TestClustersAndLabelsEqualTheHTTPAPI(t *testing.T) {
 	srv := server(t)
 	client := clients(srv)["connect"]
 	var wantClusters fleetapi.ClusterList
-	resp, err := http.Get(srv.URL + "/v1/clusters")
+	resp, err := testhttp.Client.Get(srv.URL + "/v1/clusters")
 	require.NoError(t, err)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&wantClusters))
 	resp.Body.Close()
@@ -215,7 +216,7 @@ func TestClustersAndLabelsEqualTheHTTPAPI(t *testing.T) {
 	}
 
 	var wantLabels fleetapi.LabelValues
-	resp, err = http.Get(srv.URL + "/v1/labels/app.kubernetes.io%2Fversion?includeStale=true")
+	resp, err = testhttp.Client.Get(srv.URL + "/v1/labels/app.kubernetes.io%2Fversion?includeStale=true")
 	require.NoError(t, err)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&wantLabels))
 	resp.Body.Close()
@@ -234,7 +235,7 @@ func TestClustersAndLabelsEqualTheHTTPAPI(t *testing.T) {
 func TestConnectJSONOverPlainHTTP(t *testing.T) {
 	srv := server(t)
 	post := func(body string) (int, map[string]any) {
-		resp, err := http.Post(srv.URL+"/fleetcast.v1.InformationService/Inform", "application/json", bytes.NewBufferString(body))
+		resp, err := testhttp.Client.Post(srv.URL+"/fleetcast.v1.InformationService/Inform", "application/json", bytes.NewBufferString(body))
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		var v map[string]any
@@ -274,7 +275,7 @@ func TestInformationFaultsAreLoggedNotSent(t *testing.T) {
 			log := logging.New(&logs, logging.LevelWarning)
 			srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(mem, fleetapi.Options{Log: log}), log))
 			defer srv.Close()
-			_, err := fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, srv.URL).
+			_, err := fleetcastv1connect.NewInformationServiceClient(testhttp.Client, srv.URL).
 				ListClusters(t.Context(), connect.NewRequest(&fleetcastv1.ListClustersRequest{}))
 			assert.Equal(t, tt.code, connect.CodeOf(err))
 			assert.NotContains(t, err.Error(), tt.err.Error(), "the cause stays in the log")
@@ -305,7 +306,7 @@ func TestMaxStalenessZeroMeansEveryAnswerWaits(t *testing.T) {
 // is not to be cached (each is drawn afresh).
 func placements(t *testing.T, url string) fleetapi.Placements {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := testhttp.Client.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -406,7 +407,7 @@ func TestPlaceBadRequests(t *testing.T) {
 				require.True(t, ok, "%v", err)
 				assert.Equal(t, connect.CodeInvalidArgument, ce.Code())
 				assert.True(t, strings.HasPrefix(ce.Message(), tt.field+": "), "%q names %s", ce.Message(), tt.field)
-				resp, err := http.Get(srv.URL + "/v1/placements?" + tt.params)
+				resp, err := testhttp.Client.Get(srv.URL + "/v1/placements?" + tt.params)
 				require.NoError(t, err)
 				defer resp.Body.Close()
 				assert.Equal(t, http.StatusBadRequest, resp.StatusCode)

@@ -14,6 +14,7 @@ import (
 
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 )
 
@@ -40,7 +41,7 @@ func TestAThousandSubscribers(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 
-	client := fleetcastv1connect.NewInformationServiceClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}, srv.URL)
+	client := fleetcastv1connect.NewInformationServiceClient(testhttp.New(&http.Transport{MaxIdleConnsPerHost: n}), srv.URL)
 	type seen struct {
 		mu    sync.Mutex
 		ready int64

@@ -22,6 +22,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetmetrics"
 	"github.com/fleetcast/fleetcast/functions/query"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // scrape GETs /metrics as Prometheus' text format and parses it with
@@ -31,7 +32,7 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
 	require.NoError(t, err)
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testhttp.Client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -128,7 +129,7 @@ func TestMetricsEqualTheFleetsAPI(t *testing.T) {
 
 	stale := series(mfs["fleetcast_cluster_stale"])
 	ages := series(mfs["fleetcast_cluster_heartbeat_age_seconds"])
-	resp, err := http.Get(srv.URL + "/v1/clusters")
+	resp, err := testhttp.Client.Get(srv.URL + "/v1/clusters")
 	require.NoError(t, err)
 	var clusters fleetapi.ClusterList
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&clusters))
@@ -215,7 +216,7 @@ func TestMetricsNegotiateAndRefuse(t *testing.T) {
 	req.Header.Set("Accept", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.6,application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.2")
 	req.Header.Set("Accept-Encoding", "gzip")
 	tr := &http.Transport{DisableCompression: true}
-	resp, err := (&http.Client{Transport: tr}).Do(req)
+	resp, err := testhttp.New(tr).Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -247,7 +248,7 @@ func TestMetricsNegotiateAndRefuse(t *testing.T) {
 	} {
 		req, err := http.NewRequest(tc.method, srv.URL+tc.path, nil)
 		require.NoError(t, err)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testhttp.Client.Do(req)
 		require.NoError(t, err)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()

@@ -22,6 +22,7 @@ import (
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 	"github.com/fleetcast/fleetcast/internal/testenv/otlptest"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/telemetry"
 )
@@ -50,7 +51,7 @@ func TestOnlyUnavailabilityIsA503(t *testing.T) {
 			log := logging.New(&logs, logging.LevelWarning)
 			srv := httptest.NewServer(query.NewHandler(fleetapi.NewService(src, fleetapi.Options{Log: log}), log))
 			defer srv.Close()
-			resp, err := http.Get(srv.URL + "/v1/clusters")
+			resp, err := testhttp.Client.Get(srv.URL + "/v1/clusters")
 			require.NoError(t, err)
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -86,7 +87,7 @@ func TestEachRequestHasASpanLinkedToItsCaller(t *testing.T) {
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1/fleets?cluster=pc", nil)
 	require.NoError(t, err)
 	req.Header.Set("traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testhttp.Client.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
@@ -106,7 +107,7 @@ func TestEachRequestHasASpanLinkedToItsCaller(t *testing.T) {
 	assert.Equal(t, s.SpanContext().SpanID().String(), line[logging.FieldSpanID])
 
 	// An RPC is named by its procedure.
-	resp, err = http.Post(srv.URL+fleetcastv1connect.InformationServiceListClustersProcedure, "application/json", strings.NewReader("{}"))
+	resp, err = testhttp.Client.Post(srv.URL+fleetcastv1connect.InformationServiceListClustersProcedure, "application/json", strings.NewReader("{}"))
 	require.NoError(t, err)
 	resp.Body.Close()
 	got = spans.GetSpans().Snapshots()

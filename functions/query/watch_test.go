@@ -24,6 +24,7 @@ import (
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 )
@@ -121,7 +122,7 @@ func TestWatchBadRequests(t *testing.T) {
 	for _, tc := range []struct{ params, param string }{
 		{"selector=version+in+(1", "selector"}, {"resumeToken=garbage", "resumeToken"}, {"pageSize=3", "pageSize"}, {"orderBy=ready", "orderBy"},
 	} {
-		resp, err := http.Get(srv.URL + "/v1/watch?" + tc.params)
+		resp, err := testhttp.Client.Get(srv.URL + "/v1/watch?" + tc.params)
 		require.NoError(t, err)
 		var body struct {
 			Error struct{ Status, Param string }
@@ -132,7 +133,7 @@ func TestWatchBadRequests(t *testing.T) {
 		assert.Equal(t, "INVALID_ARGUMENT", body.Error.Status)
 		assert.Equal(t, tc.param, body.Error.Param)
 	}
-	resp, err := http.Post(srv.URL+"/v1/watch", "text/plain", nil)
+	resp, err := testhttp.Client.Post(srv.URL+"/v1/watch", "text/plain", nil)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
@@ -153,7 +154,7 @@ func TestStreamsEndBeforeTheTimeout(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	st, err := fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, srv.URL).
+	st, err := fleetcastv1connect.NewInformationServiceClient(testhttp.Client, srv.URL).
 		WatchFleets(t.Context(), connect.NewRequest(&fleetcastv1.WatchFleetsRequest{}))
 	require.NoError(t, err)
 	for st.Receive() {
@@ -161,7 +162,7 @@ func TestStreamsEndBeforeTheTimeout(t *testing.T) {
 	assert.Equal(t, connect.CodeUnavailable, connect.CodeOf(st.Err()))
 	assert.Contains(t, st.Err().Error(), "resume")
 
-	resp, err := http.Get(srv.URL + "/v1/watch")
+	resp, err := testhttp.Client.Get(srv.URL + "/v1/watch")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -183,7 +184,7 @@ func TestWatchFleetsOverPlainHTTP(t *testing.T) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/fleetcast.v1.InformationService/WatchFleets", bytes.NewReader(frame))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/connect+json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testhttp.Client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)

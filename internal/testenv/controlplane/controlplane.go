@@ -33,6 +33,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/internal/testenv"
 	"github.com/fleetcast/fleetcast/internal/testenv/proc"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // Environment variables naming the binaries, and the one that makes a
@@ -157,7 +158,7 @@ func (cp *ControlPlane) start() error {
 	if err != nil {
 		return err
 	}
-	if err := cp.wait(cp.etcd, "etcd", answersOK(http.DefaultClient, etcdURL+"/health", "")); err != nil {
+	if err := cp.wait(cp.etcd, "etcd", answersOK(testhttp.Client, etcdURL+"/health", "")); err != nil {
 		return err
 	}
 

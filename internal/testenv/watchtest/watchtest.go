@@ -22,6 +22,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // Event is a watch event as a test reads it off any protocol.
@@ -96,20 +97,24 @@ func (s Stream) Close() { s.close() }
 // test then rather than hanging it.
 const Lifetime = time.Minute
 
+// SubscriptionLifetime bounds Subscribe's streams, which last as long as
+// the test or benchmark that opened them: longer than any of them runs.
+const SubscriptionLifetime = 90 * time.Minute
+
 // Protocols names every protocol a watch is served over.
 var Protocols = []string{"sse", "connect", "connect-json", "grpc-web", "grpc (h2c)"}
 
 // Clients are the generated client over each protocol connect-go speaks.
 func Clients(url string) map[string]fleetcastv1connect.InformationServiceClient {
-	h2c := &http.Client{Transport: &http.Transport{Protocols: func() *http.Protocols {
+	h2c := testhttp.New(&http.Transport{Protocols: func() *http.Protocols {
 		p := new(http.Protocols)
 		p.SetUnencryptedHTTP2(true)
 		return p
-	}()}}
+	}()})
 	return map[string]fleetcastv1connect.InformationServiceClient{
-		"connect":      fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, url),
-		"connect-json": fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, url, connect.WithProtoJSON()),
-		"grpc-web":     fleetcastv1connect.NewInformationServiceClient(http.DefaultClient, url, connect.WithGRPCWeb()),
+		"connect":      fleetcastv1connect.NewInformationServiceClient(testhttp.Client, url),
+		"connect-json": fleetcastv1connect.NewInformationServiceClient(testhttp.Client, url, connect.WithProtoJSON()),
+		"grpc-web":     fleetcastv1connect.NewInformationServiceClient(testhttp.Client, url, connect.WithGRPCWeb()),
 		"grpc (h2c)":   fleetcastv1connect.NewInformationServiceClient(h2c, url, connect.WithGRPC()),
 	}
 }
@@ -186,7 +191,7 @@ func openSSE(t *testing.T, srvURL string, params url.Values) Stream {
 	if token != "" {
 		req.Header.Set("Last-Event-ID", token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testhttp.Client.Do(req)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
@@ -267,7 +272,9 @@ func Strings(events []Event) []string {
 func Subscribe(tb testing.TB, client fleetcastv1connect.InformationServiceClient, n int, req *fleetcastv1.WatchFleetsRequest,
 	saw func(sub int, f *fleetcastv1.FleetInformation)) {
 	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	// The streams last until the cleanup, within a deadline of their own
+	// (testhttp's would end them at two minutes).
+	ctx, cancel := context.WithTimeout(context.Background(), SubscriptionLifetime)
 	var wg sync.WaitGroup
 	tb.Cleanup(func() { cancel(); wg.Wait() })
 	synced := make(chan struct{}, n)
@@ -283,6 +290,10 @@ func Subscribe(tb testing.TB, client fleetcastv1connect.InformationServiceClient
 				case *fleetcastv1.WatchFleetsResponse_Fleet:
 					saw(i, ev.Fleet.GetFleet())
 				}
+			}
+			if ctx.Err() == nil {
+				// What it saw is no longer the stream's whole story.
+				tb.Errorf("subscriber %d: its stream ended before the test did: %v", i, st.Err())
 			}
 		})
 	}
