@@ -36,7 +36,16 @@ var errContention = fmt.Errorf("document changed by another writer on each of %d
 // Its reads and writes are billed to by on s.
 func compareAndSet[T any](ctx context.Context, s *Store, by cause, ref *firestore.DocumentRef,
 	decode func(*firestore.DocumentSnapshot) (*T, error), decide func(stored *T) (*T, error)) (wrote bool, err error) {
-	return compareAndSetFrom(ctx, s, by, ref, nil, decode, decide)
+	return compareAndSetFrom(ctx, s, by, ref, nil, decode, decide, nil)
+}
+
+// casState is what a compare-and-set left the document as, to its
+// knowledge: its update time, and the stored fields its type does not
+// have (a replacement deletes them); Exists false when there is none.
+type casState struct {
+	Exists     bool
+	UpdateTime time.Time
+	Extra      []string
 }
 
 // read is one read of a document: its snapshot and the error of Get.
@@ -54,9 +63,14 @@ func getDoc(ctx context.Context, s *Store, by cause, ref *firestore.DocumentRef)
 
 // compareAndSetFrom is compareAndSet starting from a read already made
 // (nil: none), which costs nothing more when the document is unchanged
-// since: the precondition checks it.
+// since: the precondition checks it. known, if set, hears what the
+// document is once it is decided: after a write, or a read that needed
+// none.
 func compareAndSetFrom[T any](ctx context.Context, s *Store, by cause, ref *firestore.DocumentRef, first *read,
-	decode func(*firestore.DocumentSnapshot) (*T, error), decide func(stored *T) (*T, error)) (wrote bool, err error) {
+	decode func(*firestore.DocumentSnapshot) (*T, error), decide func(stored *T) (*T, error), known func(casState)) (wrote bool, err error) {
+	if known == nil {
+		known = func(casState) {}
+	}
 	// 10 ms doubling to 500 ms, jittered by up to half: writers that
 	// collided do not collide again in step.
 	b := wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: casAttempts, Cap: 500 * time.Millisecond}
@@ -79,17 +93,25 @@ func compareAndSetFrom[T any](ctx context.Context, s *Store, by cause, ref *fire
 			}
 		}
 		next, err := decide(stored)
-		if err != nil || next == nil {
+		if err != nil {
 			return false, err
 		}
+		if next == nil {
+			if stored != nil {
+				known(casState{Exists: true, UpdateTime: snap.UpdateTime, Extra: extraFields(next, snap.Data())})
+			}
+			return false, nil
+		}
+		var wr *firestore.WriteResult
 		if snap != nil && snap.Exists() {
-			_, err = ref.Update(ctx, replacement(next, snap.Data()), firestore.LastUpdateTime(snap.UpdateTime))
+			wr, err = ref.Update(ctx, replacement(next, snap.Data()), firestore.LastUpdateTime(snap.UpdateTime))
 		} else {
-			_, err = ref.Create(ctx, creation(next))
+			wr, err = ref.Create(ctx, creation(next))
 		}
 		switch status.Code(err) {
 		case codes.OK:
 			s.billed.wrote(by, 1)
+			known(casState{Exists: true, UpdateTime: wr.UpdateTime})
 			return true, nil
 		case codes.FailedPrecondition, codes.AlreadyExists, codes.NotFound:
 			// Changed, created or deleted since the read.
@@ -143,6 +165,32 @@ func replacement(v any, stored map[string]any) []firestore.Update {
 			out = append(out, firestore.Update{FieldPath: firestore.FieldPath{name}, Value: firestore.Delete})
 		}
 	}
+	return out
+}
+
+// extraFields are the stored fields that a value of v's type does not
+// have (v may be a nil pointer of it): a replacement deletes them.
+func extraFields(v any, stored map[string]any) []string {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	has := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("firestore"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		has[name] = true
+	}
+	var out []string
+	for name := range stored {
+		if !has[name] {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

@@ -47,12 +47,24 @@ type Store struct {
 	// fullEvery: see DefaultFullReconcileEvery; 1 reads every part's
 	// documents.
 	fullEvery int
+	// versions spares the ingest its read of a fleet document it knows
+	// (nil: off).
+	versions *versions
 }
 
 // New returns a Store writing through client. Tombstones expire retention
 // after they are written; now is the clock for ingestedAt and expireAt.
 func New(client *firestore.Client, retention time.Duration, now func() time.Time) *Store {
-	return &Store{client: client, retention: retention, now: now, fullEvery: DefaultFullReconcileEvery}
+	return &Store{client: client, retention: retention, now: now, fullEvery: DefaultFullReconcileEvery,
+		versions: newVersions(DefaultVersionCacheBytes, DefaultVersionCacheTTL)}
+}
+
+// WithVersionCache bounds the cache of fleet document versions by maxBytes
+// (0 turns it off: every upsert reads its document first), its entries
+// answering for ttl after they are learned.
+func (s *Store) WithVersionCache(maxBytes int, ttl time.Duration) *Store {
+	s.versions = newVersions(maxBytes, ttl)
+	return s
 }
 
 // WithFullReconcileEvery sets how many snapshot parts, on average, one
@@ -118,13 +130,23 @@ func (s *Store) ClusterRef(cluster string) *firestore.DocumentRef {
 
 func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (fleet.Applied, error) {
 	ref := s.FleetRef(ev.Key())
+	if res, done, err := s.applyKnown(ctx, ref, ev); done || err != nil {
+		return res, err
+	}
 	var res fleet.Applied
-	wrote, err := compareAndSet(ctx, s, byApply, ref, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
+	var version fleet.Version
+	wrote, err := compareAndSetFrom(ctx, s, byApply, ref, nil, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
 		now := s.now()
 		next, outcome := fleet.ApplyFleetEvent(stored, ev, now, s.retention)
 		res = fleet.Applied{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
+		switch {
+		case next != nil:
+			version = next.Version
+		case stored != nil:
+			version = stored.Version
+		}
 		return next, nil
-	})
+	}, func(st casState) { s.versions.put(ref.ID, version, st, s.now()) })
 	if err != nil {
 		return fleet.Applied{}, fmt.Errorf("apply %s %s at %v: %w", ev.Kind, ev.Key(), ev.Version, err)
 	}
@@ -132,6 +154,43 @@ func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (fleet.Appl
 		res.Writes = 1
 	}
 	return res, nil
+}
+
+// applyKnown applies ev from the version cache, with no read: nothing at
+// all when the cached version already holds it (a duplicate, a stale
+// event), else one write on the condition that the document's update time
+// is the cached one. done is false when the cache cannot answer: no entry,
+// or the document changed since (another instance, a snapshot's
+// tombstone), whose entry is then forgotten.
+func (s *Store) applyKnown(ctx context.Context, ref *firestore.DocumentRef, ev fleet.Event) (res fleet.Applied, done bool, err error) {
+	known, ok := s.versions.get(ref.ID, s.now())
+	if !ok {
+		return fleet.Applied{}, false, nil
+	}
+	now := s.now()
+	// ApplyFleetEvent decides from the stored version alone.
+	next, outcome := fleet.ApplyFleetEvent(&fleet.Document{Version: known.version}, ev, now, s.retention)
+	res = fleet.Applied{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
+	if next == nil {
+		return res, true, nil
+	}
+	stored := make(map[string]any, len(known.extra))
+	for _, f := range known.extra {
+		stored[f] = nil
+	}
+	wr, err := ref.Update(ctx, replacement(next, stored), firestore.LastUpdateTime(known.updateTime))
+	switch status.Code(err) {
+	case codes.OK:
+		s.billed.wrote(byApply, 1)
+		s.versions.put(ref.ID, next.Version, casState{Exists: true, UpdateTime: wr.UpdateTime}, now)
+		res.Writes = 1
+		return res, true, nil
+	case codes.FailedPrecondition, codes.NotFound:
+		s.versions.forget(ref.ID)
+		return fleet.Applied{}, false, nil
+	default:
+		return fleet.Applied{}, false, fmt.Errorf("apply %s %s at %v: %w", ev.Kind, ev.Key(), ev.Version, err)
+	}
 }
 
 // applySnapshot reconciles the part's key range, then records the heartbeat
@@ -175,7 +234,7 @@ func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (fleet.Applie
 	}
 	res.ClusterUpdated, err = compareAndSetFrom(ctx, s, byCluster, ref, &cluster, decode, func(stored *fleet.ClusterDocument) (*fleet.ClusterDocument, error) {
 		return fleet.ApplySnapshotToCluster(stored, ev, s.now()), nil
-	})
+	}, nil)
 	if err != nil {
 		return res, fmt.Errorf("update cluster %s from snapshot at %v: %w", ev.Cluster, ev.Version, err)
 	}

@@ -222,26 +222,99 @@ func TestAnUnreadableDocumentHoldsUpNothingElse(t *testing.T) {
 	assert.Equal(t, "not a version", raw.Data()["version"], "the unreadable document is left as it is")
 }
 
-// TestAnUpsertCostsAtMostTwoRPCs: a read and a conditional write for a
-// change (a creation included), the read alone for a duplicate; no
-// transaction to begin, commit or roll back.
+// TestAnUpsertCostsAtMostTwoRPCs: without the version cache, a read and a
+// conditional write for a change (a creation included), the read alone for
+// a duplicate; no transaction to begin, commit or roll back. With it (the
+// default), a document the instance knows costs no read: a change is its
+// conditional write alone, a duplicate or a stale event nothing.
 func TestAnUpsertCostsAtMostTwoRPCs(t *testing.T) {
 	var rpcs emulator.RPCs
 	c := emulator.Firestore(t, emulator.ProjectID(t), rpcs.FirestoreOptions(t)...)
-	s := firestoredb.New(c, time.Hour, time.Now)
-	apply := func(ev fleet.Event) map[string]int {
-		rpcs.Take()
-		_, err := s.Apply(t.Context(), ev)
-		require.NoError(t, err)
-		return rpcs.Take()
+	for _, tc := range []struct {
+		name                     string
+		store                    *firestoredb.Store
+		change, duplicate, stale map[string]int
+	}{
+		{"uncached", firestoredb.New(c, time.Hour, time.Now).WithVersionCache(0, 0),
+			map[string]int{"BatchGetDocuments": 1, "Commit": 1}, map[string]int{"BatchGetDocuments": 1}, map[string]int{"BatchGetDocuments": 1}},
+		{"cached", firestoredb.New(c, time.Hour, time.Now), map[string]int{"Commit": 1}, map[string]int{}, map[string]int{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.store
+			apply := func(ev fleet.Event) map[string]int {
+				rpcs.Take()
+				_, err := s.Apply(t.Context(), ev)
+				require.NoError(t, err)
+				return rpcs.Take()
+			}
+			name := "f-" + tc.name
+			assert.Equal(t, map[string]int{"BatchGetDocuments": 1, "Commit": 1}, apply(upsert(name, 1, 1, 1)), "a creation")
+			assert.Equal(t, tc.change, apply(upsert(name, 1, 2, 2)), "a change")
+			assert.Equal(t, tc.duplicate, apply(upsert(name, 1, 2, 2)), "a duplicate")
+			assert.Equal(t, tc.stale, apply(upsert(name, 1, 1, 1)), "a stale event")
+			del := upsert(name, 1, 3, 0)
+			del.Kind, del.Fleet = fleet.KindDelete, fleet.State{}
+			assert.Equal(t, tc.change, apply(del), "a delete")
+		})
 	}
-	assert.Equal(t, map[string]int{"BatchGetDocuments": 1, "Commit": 1}, apply(upsert("f", 1, 1, 1)), "a creation")
-	assert.Equal(t, map[string]int{"BatchGetDocuments": 1, "Commit": 1}, apply(upsert("f", 1, 2, 2)), "a change")
-	assert.Equal(t, map[string]int{"BatchGetDocuments": 1}, apply(upsert("f", 1, 2, 2)), "a duplicate")
-	assert.Equal(t, map[string]int{"BatchGetDocuments": 1}, apply(upsert("f", 1, 1, 1)), "a stale event")
-	del := upsert("f", 1, 3, 0)
-	del.Kind, del.Fleet = fleet.KindDelete, fleet.State{}
-	assert.Equal(t, map[string]int{"BatchGetDocuments": 1, "Commit": 1}, apply(del), "a delete")
+}
+
+// TestAWrongVersionCacheIsCaughtByItsCondition: two instances apply one
+// fleet's events in turn, each caching what it wrote; each one's entry is
+// wrong once the other wrote. Its write is then refused (the update time
+// changed), the entry forgotten, and the event applied from a read: the
+// document ends at the newest version, whichever instance saw what, and a
+// duplicate judged from a wrong entry is still a duplicate.
+func TestAWrongVersionCacheIsCaughtByItsCondition(t *testing.T) {
+	var rpcs emulator.RPCs
+	c := emulator.Firestore(t, emulator.ProjectID(t), rpcs.FirestoreOptions(t)...)
+	a, b := firestoredb.New(c, time.Hour, time.Now), firestoredb.New(c, time.Hour, time.Now)
+	for seq := int64(1); seq <= 6; seq++ {
+		s := []*firestoredb.Store{a, b}[seq%2]
+		res, err := s.Apply(t.Context(), upsert("shared", 1, seq, seq))
+		require.NoError(t, err)
+		assert.Equal(t, 1, res.Writes, "seq %d", seq)
+	}
+	d, _ := get(t, a, "shared")
+	assert.Equal(t, fleet.Version{Term: 1, Seq: 6}, d.Version)
+	assert.EqualValues(t, 6, d.Status.ReadyReplicas)
+	assert.Positive(t, a.VersionCache().Wrong+b.VersionCache().Wrong, "entries went wrong and were caught")
+
+	// a wrote seq 6 last; b's entry says 5. A redelivery of 5 is a
+	// duplicate from b's (wrong) entry, and a's entry answers 6: neither
+	// reads.
+	rpcs.Take()
+	res, err := b.Apply(t.Context(), upsert("shared", 1, 5, 5))
+	require.NoError(t, err)
+	assert.Equal(t, fleet.OutcomeDuplicate, res.Outcome)
+	res, err = a.Apply(t.Context(), upsert("shared", 1, 6, 6))
+	require.NoError(t, err)
+	assert.Equal(t, fleet.OutcomeDuplicate, res.Outcome)
+	assert.Empty(t, rpcs.Take(), "neither read")
+}
+
+// TestARefreshReadsWhatTheCacheKnowsTooLong: an entry answers for its TTL
+// only, so a fleet's refresh (the same version, re-sent to heal) reads
+// the document and re-creates it when it was deleted behind the ingest's
+// back.
+func TestARefreshReadsWhatTheCacheKnowsTooLong(t *testing.T) {
+	c := emulator.Firestore(t, emulator.ProjectID(t))
+	clock := time.Now()
+	s := firestoredb.New(c, time.Hour, func() time.Time { return clock }).WithVersionCache(1<<20, time.Minute)
+	ev := upsert("healed", 1, 1, 1)
+	_, err := s.Apply(t.Context(), ev)
+	require.NoError(t, err)
+	_, err = s.FleetRef(ev.Key()).Delete(t.Context())
+	require.NoError(t, err)
+	res, err := s.Apply(t.Context(), ev)
+	require.NoError(t, err)
+	assert.Equal(t, fleet.OutcomeDuplicate, res.Outcome, "within the TTL, the entry answers")
+	clock = clock.Add(time.Minute)
+	res, err = s.Apply(t.Context(), ev)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Writes, "past it, the refresh reads, finds nothing and creates it")
+	d, _ := get(t, s, "healed")
+	assert.Equal(t, ev.Version, d.Version)
 }
 
 // TestAWriteReplacesTheWholeDocument: a conditional write leaves exactly
@@ -425,14 +498,14 @@ func TestBillingSplitsByCause(t *testing.T) {
 	ctx := t.Context()
 	entries := applyFleets(t, s, 3, "f%d")
 	for i := range 3 {
-		_, err := s.Apply(ctx, upsert(fmt.Sprintf("f%d", i), 1, int64(i+1), 1)) // a duplicate: its read only
+		_, err := s.Apply(ctx, upsert(fmt.Sprintf("f%d", i), 1, int64(i+1), 1)) // a duplicate, known: nothing
 		require.NoError(t, err)
 	}
 	// The part lists f0 and f1: f2 is gone.
 	_, err := s.Apply(ctx, snapshot(1, 10, fleet.SplitSnapshot(entries[:2], fleet.DefaultSnapshotPartBytes), 0))
 	require.NoError(t, err)
 	assert.Equal(t, firestoredb.Billing{
-		Reads:  map[string]int64{firestoredb.CauseApply: 6, firestoredb.CauseReconcile: 1 + 3 + 1, firestoredb.CauseCluster: 1, firestoredb.CauseView: 0, firestoredb.CauseListen: 0},
+		Reads:  map[string]int64{firestoredb.CauseApply: 3, firestoredb.CauseReconcile: 1 + 3 + 1, firestoredb.CauseCluster: 1, firestoredb.CauseView: 0, firestoredb.CauseListen: 0},
 		Writes: map[string]int64{firestoredb.CauseApply: 3, firestoredb.CauseReconcile: 1, firestoredb.CauseCluster: 1, firestoredb.CauseView: 0, firestoredb.CauseListen: 0},
 	}, s.Billing(), "reconcile: the aggregation, the range of 3, the tombstone's read")
 }

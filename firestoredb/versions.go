@@ -1,0 +1,149 @@
+package firestoredb
+
+import (
+	"container/list"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetcast/fleetcast/fleet"
+)
+
+// DefaultVersionCacheBytes bounds the version cache of a Store: about
+// 100 000 fleets at the entry's size, ten times the reference deployment.
+const DefaultVersionCacheBytes = 16 << 20
+
+// DefaultVersionCacheTTL is how long an entry answers: half the
+// publisher's refresh interval (10 min), so that a refresh, which re-sends
+// a fleet unchanged to heal what the store lost (an operator's delete, a
+// restore), always reads the document and re-creates it if it is gone.
+const DefaultVersionCacheTTL = 5 * time.Minute
+
+// versionEntryOverhead is an entry's size beside its ID: the list
+// element, the map entry and the fields, measured roughly.
+const versionEntryOverhead = 160
+
+// versions is an instance's cache of the fleet documents it last read or
+// wrote: each one's version, update time and the stored fields its type
+// lacks. It lets the ingest decide a duplicate with no read, and write a
+// change with no read, on the condition that the document's update time
+// is still the cached one: a wrong entry (another instance wrote since)
+// fails that condition and is forgotten, and the event is applied from a
+// read. Least recently used entries go first beyond maxBytes.
+type versions struct {
+	maxBytes int
+	ttl      time.Duration
+	mu       sync.Mutex
+	used     int
+	order    *list.List // of *versionEntry, most recent first
+	byID     map[string]*list.Element
+	// hits are events answered from an entry; misses those that found
+	// none, or one past its age; wrong entries whose condition failed.
+	hits, misses, wrong atomic.Int64
+}
+
+type versionEntry struct {
+	id         string
+	version    fleet.Version
+	updateTime time.Time
+	extra      []string
+	at         time.Time // when it was learned
+}
+
+func (e *versionEntry) size() int {
+	n := len(e.id) + versionEntryOverhead
+	for _, f := range e.extra {
+		n += len(f) + 16
+	}
+	return n
+}
+
+func newVersions(maxBytes int, ttl time.Duration) *versions {
+	if maxBytes <= 0 {
+		return nil
+	}
+	return &versions{maxBytes: maxBytes, ttl: ttl, order: list.New(), byID: map[string]*list.Element{}}
+}
+
+// get returns the entry of id learned within the TTL before now.
+func (v *versions) get(id string, now time.Time) (versionEntry, bool) {
+	if v == nil {
+		return versionEntry{}, false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	el, ok := v.byID[id]
+	if !ok || now.Sub(el.Value.(*versionEntry).at) >= v.ttl {
+		v.misses.Add(1)
+		return versionEntry{}, false
+	}
+	v.order.MoveToFront(el)
+	v.hits.Add(1)
+	return *el.Value.(*versionEntry), true
+}
+
+// put records what a compare-and-set left document id as, at now; an entry for a
+// later update time is kept (a slower request finishing last).
+func (v *versions) put(id string, version fleet.Version, st casState, now time.Time) {
+	if v == nil || !st.Exists || st.UpdateTime.IsZero() {
+		return
+	}
+	e := &versionEntry{id: id, version: version, updateTime: st.UpdateTime, extra: st.Extra, at: now}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if el, ok := v.byID[id]; ok {
+		old := el.Value.(*versionEntry)
+		if old.updateTime.After(e.updateTime) {
+			return
+		}
+		v.used += e.size() - old.size()
+		el.Value = e
+		v.order.MoveToFront(el)
+	} else {
+		v.byID[id] = v.order.PushFront(e)
+		v.used += e.size()
+	}
+	for v.used > v.maxBytes && v.order.Len() > 0 {
+		v.removeLocked(v.order.Back())
+	}
+}
+
+// forget drops the entry of id: it was wrong.
+func (v *versions) forget(id string) {
+	if v == nil {
+		return
+	}
+	v.wrong.Add(1)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if el, ok := v.byID[id]; ok {
+		v.removeLocked(el)
+	}
+}
+
+func (v *versions) removeLocked(el *list.Element) {
+	e := el.Value.(*versionEntry)
+	v.order.Remove(el)
+	delete(v.byID, e.id)
+	v.used -= e.size()
+}
+
+// VersionCacheStats are a Store's version cache counts since it started.
+type VersionCacheStats struct {
+	// Hits are events decided from an entry; Misses found none (or one
+	// too old); Wrong entries were stale, their write refused.
+	Hits, Misses, Wrong int64
+	// Entries and Bytes are its size now.
+	Entries, Bytes int
+}
+
+// VersionCache returns the version cache's counts (zero when off).
+func (s *Store) VersionCache() VersionCacheStats {
+	v := s.versions
+	if v == nil {
+		return VersionCacheStats{}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return VersionCacheStats{Hits: v.hits.Load(), Misses: v.misses.Load(), Wrong: v.wrong.Load(), Entries: v.order.Len(), Bytes: v.used}
+}
