@@ -218,10 +218,10 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 	instance := d.InstanceVCPU*p.RunPerVCPUSecond + d.InstanceGiB*p.RunPerGiBSecond
 	instanceF := fmt.Sprintf("%s vCPU + %s GiB", n(d.InstanceVCPU), n(d.InstanceGiB))
 	fullReads := float64(d.FleetsPerCluster) / max(u.PartsPerSnapshot, 1) / max(u.FullReconcileEvery, 1)
-	view := float64(d.QueryInstances) * (u.ViewSyncReadsPerSecond + u.ViewListenReadsPerWrite*fleetWrites + d.Fleets()/seconds(d.Resync))
 	changesF := fmt.Sprintf("(%s hot × %s + %s spread/s × %s)", n(hot), n(u.MsgsPerHotFleetSecond), n(spread), n(u.MsgsPerSpreadChange))
 
 	b := Bill{System: "fleetcast"}
+	read := readSide(d, u, fleetWrites, p)
 	b.Lines = []Line{
 		pubsub("publish", bytes, bytesF, p),
 		pubsub("push delivery", bytes, bytesF, p),
@@ -238,13 +238,7 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 		writesLine("ingest: cluster documents", clusterWrites*month, fmt.Sprintf("%s × %s × %s s", partsF, n(u.ClusterWritesPerPart), n(month)), p),
 		{Component: "Firestore deletes", Item: "tombstones' TTL deletes", Formula: "fleets deleted per month × 1 (none in this deployment)",
 			Quantity: 0, Unit: "deletes", Price: p.FirestoreDeletesPer100k / 1e5, PriceText: fmt.Sprintf("$%.2f per 100 000", p.FirestoreDeletesPer100k)},
-		reads("query function's views (queries and streams)", view*month,
-			fmt.Sprintf("%s instances × (%s syncs' reads/s + %s listener reads per fleet write × %s fleet writes/s + %s fleets ÷ %s s resync) × %s s",
-				n(float64(d.QueryInstances)), n(u.ViewSyncReadsPerSecond), n(u.ViewListenReadsPerWrite), n(fleetWrites), n(d.Fleets()), n(seconds(d.Resync)), n(month)), p),
-		requests("query function", (d.QueriesPerSecond+float64(d.Matchmakers)/seconds(d.StreamLifetime))*month,
-			fmt.Sprintf("(%s queries/s + %s streams ÷ %s s) × %s s", n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), n(month)), p),
-		instanceTime("query function", float64(d.QueryInstances)*month, instance, instanceF,
-			fmt.Sprintf("%s instances × %s s (streams keep them busy)", n(float64(d.QueryInstances)), n(month))),
+		read[0], read[1], read[2],
 		logging("ingest function", msgs*u.LogBytesPerInvocation*month,
 			fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.LogBytesPerInvocation), n(month)), p),
 		traces(d, msgs, msgsF, p),
@@ -254,6 +248,27 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 		fmt.Sprintf("%s writes/s × %s × %s s", n(writes), n(ListenerReadsPerWrite), n(month)), p)
 	b.Options = metricsExport(d, p)
 	return b
+}
+
+// readSide is fleetcast's read side over a store written fleetWrites
+// times a second: the query function's views (each instance's syncs, its
+// listener's reads of every fleet write, its resync) serving the queries
+// and the matchmakers' streams, the function's requests, and its
+// instances, which the streams keep busy.
+func readSide(d Deployment, u FleetcastUnits, fleetWrites float64, p PriceTable) []Line {
+	month := seconds(Month)
+	instance := d.InstanceVCPU*p.RunPerVCPUSecond + d.InstanceGiB*p.RunPerGiBSecond
+	instanceF := fmt.Sprintf("%s vCPU + %s GiB", n(d.InstanceVCPU), n(d.InstanceGiB))
+	view := float64(d.QueryInstances) * (u.ViewSyncReadsPerSecond + u.ViewListenReadsPerWrite*fleetWrites + d.Fleets()/seconds(d.Resync))
+	return []Line{
+		reads("query function's views (queries and streams)", view*month,
+			fmt.Sprintf("%s instances × (%s syncs' reads/s + %s listener reads per fleet write × %s fleet writes/s + %s fleets ÷ %s s resync) × %s s",
+				n(float64(d.QueryInstances)), n(u.ViewSyncReadsPerSecond), n(u.ViewListenReadsPerWrite), n(fleetWrites), n(d.Fleets()), n(seconds(d.Resync)), n(month)), p),
+		requests("query function", (d.QueriesPerSecond+float64(d.Matchmakers)/seconds(d.StreamLifetime))*month,
+			fmt.Sprintf("(%s queries/s + %s streams ÷ %s s) × %s s", n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), n(month)), p),
+		instanceTime("query function", float64(d.QueryInstances)*month, instance, instanceF,
+			fmt.Sprintf("%s instances × %s s (streams keep them busy)", n(float64(d.QueryInstances)), n(month))),
+	}
 }
 
 // traces is Cloud Trace's line: the sampled share of the messages' and the
@@ -305,6 +320,31 @@ func metricsExport(d Deployment, p PriceTable) []Line {
 		line("query_metrics_export, summed (METRICS_AGGREGATE)", clusters*(float64(d.MetricsSumsPerCluster)*(perFleet+1)+perCluster),
 			fmt.Sprintf("%s clusters × (%s sums × (%s + 1) + %s)", n(clusters), n(float64(d.MetricsSumsPerCluster)), n(perFleet), n(perCluster))),
 	}
+}
+
+// FairBaseline is the per-event broadcaster's bill with fleetcast's read
+// side: its publishers, messages, consumer and writes as Baseline's, and
+// its readers served as fleetcast serves them (readSide, with fleetcast's
+// measured view costs over the baseline's writes) instead of each
+// matchmaker listening to Firestore and each query reading it. What is
+// left between it and fleetcast is what coalescing saves.
+func FairBaseline(d Deployment, m Measured, p PriceTable) Bill {
+	full := Baseline(d, m.Baseline, p)
+	b := Bill{System: "baseline with fleetcast's read side"}
+	for _, l := range full.Lines {
+		if l.Item == "matchmakers' listeners" || l.Item == "one-off queries" || strings.HasPrefix(l.Item, "query function") {
+			continue // the read side, replaced
+		}
+		b.Lines = append(b.Lines, l)
+	}
+	b.Lines = append(b.Lines, readSide(d, m.Fleetcast, baselineWrites(d, m.Baseline), p)...)
+	b.Matchmaker = full.Matchmaker
+	return b
+}
+
+// baselineWrites are the broadcaster's Firestore writes per second.
+func baselineWrites(d Deployment, u BaselineUnits) float64 {
+	return (d.ChangesPerSecond*u.MsgsPerChange + d.Fleets()*u.MsgsPerFleetRepublish/seconds(d.BaselineRepublish)) * u.WritesPerMsg
 }
 
 // Baseline is the per-event broadcaster's monthly bill for d at prices p,

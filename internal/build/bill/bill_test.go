@@ -163,3 +163,27 @@ func TestRegionalHalvesFirestoreOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestFairBaselineIsTheBroadcasterWithFleetcastsReadSide: the fair
+// baseline keeps every line of the broadcaster's write side, drops its
+// listening matchmakers and its queries' reads and instances, and pays
+// fleetcast's view over the broadcaster's writes instead.
+func TestFairBaselineIsTheBroadcasterWithFleetcastsReadSide(t *testing.T) {
+	m := units()
+	full := Baseline(Reference, m.Baseline, Prices)
+	fair := FairBaseline(Reference, m, Prices)
+	month := Month.Seconds()
+	writes := 100 + 10000/15.0
+	assert.Equal(t, line(t, full, "Firestore writes", "consumer: every message"), line(t, fair, "Firestore writes", "consumer: every message"))
+	assert.Equal(t, line(t, full, "Cloud Run instance time", "consumer function (1 vCPU + 0.5 GiB)"),
+		line(t, fair, "Cloud Run instance time", "consumer function (1 vCPU + 0.5 GiB)"))
+	for _, l := range fair.Lines {
+		assert.NotEqual(t, "matchmakers' listeners", l.Item)
+		assert.NotEqual(t, "one-off queries", l.Item)
+	}
+	assert.InDelta(t, 2*(4+2*writes+10000/900.0)*month, line(t, fair, "Firestore reads", "query function's views (queries and streams)").Quantity, 1e-2)
+	assert.Equal(t, line(t, Fleetcast(Reference, m.Fleetcast, Prices), "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)"),
+		line(t, fair, "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)"), "the same query instances")
+	assert.Less(t, fair.Total(), full.Total())
+	assert.Greater(t, fair.Total(), Fleetcast(Reference, m.Fleetcast, Prices).Total())
+}
