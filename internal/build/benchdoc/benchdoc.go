@@ -28,23 +28,51 @@ type Run struct {
 	// Results maps a benchmark's name, without its -GOMAXPROCS suffix, to
 	// one map of unit → value per result line (one per -count).
 	Results map[string][]map[string]float64
+	// Source is the commit the run measured, and whether the tree had
+	// changes it does not hold (its RecordSource lines).
+	Source Source
+	// Machine is where it ran (its RecordMachine lines).
+	Machine Machine
 }
+
+// Source is the code a run measured.
+type Source struct {
+	// Commit is the full hash of the checked-out commit.
+	Commit string
+	// Modified: the tree had uncommitted changes to tracked files.
+	Modified bool
+}
+
+// Short is the commit's abbreviated hash, as the document names it.
+func (s Source) Short() string { return s.Commit[:min(len(s.Commit), 7)] }
 
 var (
 	resultLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.+)$`)
 	headerLine = regexp.MustCompile(`^(goos|goarch|cpu|pkg): (.*)$`)
+	recordLine = regexp.MustCompile(`^(fleetcast|machine)-([a-z-]+): (.*)$`)
+	commitHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
 )
 
 // Parse reads go test -bench output. Lines that are not results or headers
-// (logs, PASS, ok) are ignored; a malformed result line is an error.
+// (logs, PASS, ok) are ignored; a malformed result line is an error, and
+// so is a run that does not say which commit it measured and where
+// (RecordSource, RecordMachine).
 func Parse(r io.Reader) (*Run, error) {
 	run := &Run{Header: map[string]string{}, Results: map[string][]map[string]float64{}}
+	records := map[string]string{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if m := headerLine.FindStringSubmatch(line); m != nil {
 			run.Header[m[1]] = m[2]
+			continue
+		}
+		if m := recordLine.FindStringSubmatch(line); m != nil {
+			if _, dup := records[m[1]+"-"+m[2]]; dup {
+				return nil, fmt.Errorf("line %d: %s-%s recorded twice: one run per file", n, m[1], m[2])
+			}
+			records[m[1]+"-"+m[2]] = m[3]
 			continue
 		}
 		m := resultLine.FindStringSubmatch(line)
@@ -74,6 +102,9 @@ func Parse(r io.Reader) (*Run, error) {
 	}
 	if len(run.Results) == 0 {
 		return nil, fmt.Errorf("no benchmark results in the input")
+	}
+	if err := run.readRecords(records); err != nil {
+		return nil, err
 	}
 	return run, nil
 }
@@ -153,17 +184,12 @@ func Num(v float64, decimals int) string {
 	return out
 }
 
-// Machine describes where the run happened.
-type Machine struct {
-	Date, CPU, OS, Go, Memory, CloudSDK, FirestoreEmulator, PubSubEmulator, KubeAPIServer, Etcd string
-	Cores                                                                                       int
-}
-
 //go:embed BENCHMARKS.md.tmpl
 var docTemplate string
 
-// Render writes the document for run, measured on m.
-func Render(w io.Writer, run *Run, m Machine) error {
+// Render writes the document for run, on the machine and at the commit it
+// recorded.
+func Render(w io.Writer, run *Run) error {
 	funcs := template.FuncMap{
 		"median": run.Median,
 		"min": func(bench, unit string) (float64, error) {
@@ -174,24 +200,26 @@ func Render(w io.Writer, run *Run, m Machine) error {
 			_, hi, err := run.Spread(bench, unit)
 			return hi, err
 		},
-		"count": run.Count,
-		"num":   Num,
-		"div":   func(a, b float64) float64 { return a / b },
-		"mul":   func(a, b float64) float64 { return a * b },
-		"add":   func(a, b float64) float64 { return a + b },
-		"bill":  func(bench string) (*Bills, error) { return bills(run, bench) },
-		"usd":   func(v float64) string { return "$" + Num(v, 2) },
-		"sci":   sci,
-		"float": func(v int) float64 { return float64(v) },
-		"sub":   func(a, b int) int { return a - b },
-		"dur":   func(d time.Duration) float64 { return d.Seconds() },
+		"count":     run.Count,
+		"num":       Num,
+		"div":       func(a, b float64) float64 { return a / b },
+		"mul":       func(a, b float64) float64 { return a * b },
+		"add":       func(a, b float64) float64 { return a + b },
+		"bill":      func(bench string) (*Bills, error) { return bills(run, bench) },
+		"usd":       func(v float64) string { return "$" + Num(v, 2) },
+		"sci":       sci,
+		"float":     func(v int) float64 { return float64(v) },
+		"sub":       func(a, b int) int { return a - b },
+		"dur":       func(d time.Duration) float64 { return d.Seconds() },
+		"list":      func(v ...string) []string { return v },
+		"hasPrefix": strings.HasPrefix,
 	}
 	t, err := template.New("BENCHMARKS.md").Funcs(funcs).Option("missingkey=error").Parse(docTemplate)
 	if err != nil {
 		return fmt.Errorf("parse the document's template: %w", err)
 	}
 	var b strings.Builder
-	if err := t.Execute(&b, map[string]any{"Machine": m, "Header": run.Header}); err != nil {
+	if err := t.Execute(&b, map[string]any{"Machine": run.Machine, "Source": run.Source, "Header": run.Header}); err != nil {
 		return err
 	}
 	_, err = io.WriteString(w, b.String())
@@ -205,22 +233,24 @@ type Bills struct {
 	Prices              bill.PriceTable
 	Units               bill.Measured
 	Fleetcast, Baseline bill.Bill
+	// Fair is the baseline with fleetcast's read side (bill.FairBaseline).
+	Fair bill.Bill
 	// SpansPerTracedUpsert is bill.SpansPerTracedUpsert.
 	SpansPerTracedUpsert int
-	// Regional are both bills with Firestore in a regional location.
+	// Regional are the bills with Firestore in a regional location.
 	Regional struct {
-		Prices              bill.PriceTable
-		Fleetcast, Baseline bill.Bill
+		Prices                    bill.PriceTable
+		Fleetcast, Baseline, Fair bill.Bill
 	}
-	// Components sums each component's lines, fleetcast's and the
-	// baseline's side by side, in the order they first appear.
+	// Components sums each component's lines, the three bills side by
+	// side, in the order they first appear.
 	Components []Component
 }
 
-// Component is one component's monthly cost in both bills.
+// Component is one component's monthly cost in the three bills.
 type Component struct {
-	Name                string
-	Fleetcast, Baseline float64
+	Name                      string
+	Fleetcast, Baseline, Fair float64
 }
 
 func bills(run *Run, bench string) (*Bills, error) {
@@ -235,6 +265,8 @@ func bills(run *Run, bench string) (*Bills, error) {
 	b.Regional.Prices = bill.Prices.Regional()
 	b.Regional.Fleetcast = bill.Fleetcast(bill.Reference, m.Fleetcast, b.Regional.Prices)
 	b.Regional.Baseline = bill.Baseline(bill.Reference, m.Baseline, b.Regional.Prices)
+	b.Fair = bill.FairBaseline(bill.Reference, m, bill.Prices)
+	b.Regional.Fair = bill.FairBaseline(bill.Reference, m, b.Regional.Prices)
 	index := map[string]int{}
 	add := func(lines []bill.Line, to func(*Component) *float64) {
 		for _, l := range lines {
@@ -249,6 +281,7 @@ func bills(run *Run, bench string) (*Bills, error) {
 	}
 	add(b.Fleetcast.Lines, func(c *Component) *float64 { return &c.Fleetcast })
 	add(b.Baseline.Lines, func(c *Component) *float64 { return &c.Baseline })
+	add(b.Fair.Lines, func(c *Component) *float64 { return &c.Fair })
 	return b, nil
 }
 

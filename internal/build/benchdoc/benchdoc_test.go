@@ -10,7 +10,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const sample = `goos: linux
+// record is what make bench writes before a run's output.
+const record = `fleetcast-commit: 0123456789abcdef0123456789abcdef01234567
+fleetcast-modified: false
+machine-date: 2026-12-03
+machine-cpu: AMD EPYC
+machine-memory: 24 GiB
+machine-os: Debian GNU/Linux 12 (bookworm)
+machine-go: 1.26.8
+machine-cloud-sdk: 528.0.0
+machine-firestore-emulator: 1.19.9
+machine-pubsub-emulator: 0.8.20
+machine-kube-apiserver: v1.34.1
+machine-etcd: v3.6.5
+machine-cores: 2
+`
+
+const sample = record + `goos: linux
 goarch: amd64
 pkg: github.com/fleetcast/fleetcast/firestoredb
 cpu: AMD EPYC
@@ -29,6 +45,10 @@ func TestParse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "AMD EPYC", r.Header["cpu"])
 	assert.Len(t, r.Results, 2)
+	assert.Equal(t, Source{Commit: "0123456789abcdef0123456789abcdef01234567"}, r.Source)
+	assert.Equal(t, "0123456", r.Source.Short())
+	assert.Equal(t, Machine{Date: "2026-12-03", CPU: "AMD EPYC", OS: "Debian GNU/Linux 12 (bookworm)", Go: "1.26.8", Memory: "24 GiB",
+		CloudSDK: "528.0.0", FirestoreEmulator: "1.19.9", PubSubEmulator: "0.8.20", KubeAPIServer: "v1.34.1", Etcd: "v3.6.5", Cores: 2}, r.Machine)
 
 	med, err := r.Median("BenchmarkApply/changed/sequential", "events/s")
 	require.NoError(t, err)
@@ -55,6 +75,14 @@ func TestParseErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "line 1: BenchmarkX: want value-unit pairs")
 	_, err = Parse(strings.NewReader("BenchmarkX-2  1  abc ns/op\n"))
 	assert.ErrorContains(t, err, `value "abc" of ns/op`)
+	_, err = Parse(strings.NewReader("BenchmarkX-2  1  100 ns/op\n"))
+	assert.ErrorContains(t, err, "the run does not record fleetcast-commit")
+	_, err = Parse(strings.NewReader(strings.Replace(record, "machine-cores: 2\n", "", 1) + "BenchmarkX-2  1  100 ns/op\n"))
+	assert.ErrorContains(t, err, "the run does not record machine-cores")
+	_, err = Parse(strings.NewReader(strings.Replace(record, "0123456789abcdef", "g123", 1) + "BenchmarkX-2  1  100 ns/op\n"))
+	assert.ErrorContains(t, err, "is not a full commit hash")
+	_, err = Parse(strings.NewReader(record + record + "BenchmarkX-2  1  100 ns/op\n"))
+	assert.ErrorContains(t, err, "recorded twice")
 }
 
 func TestMissingMetricsAreErrors(t *testing.T) {
@@ -66,12 +94,12 @@ func TestMissingMetricsAreErrors(t *testing.T) {
 	assert.ErrorContains(t, err, `reported no "fleets/s"`)
 	// The document needs many more benchmarks than the sample has.
 	var b strings.Builder
-	err = Render(&b, r, Machine{})
+	err = Render(&b, r)
 	assert.ErrorContains(t, err, "the run has no benchmark BenchmarkBill")
 }
 
 func TestMedianOfEvenCount(t *testing.T) {
-	r, err := Parse(strings.NewReader("BenchmarkX  1  1 u\nBenchmarkX  1  4 u\nBenchmarkX  1  2 u\nBenchmarkX  1  10 u\n"))
+	r, err := Parse(strings.NewReader(record + "BenchmarkX  1  1 u\nBenchmarkX  1  4 u\nBenchmarkX  1  2 u\nBenchmarkX  1  10 u\n"))
 	require.NoError(t, err)
 	med, err := r.Median("BenchmarkX", "u")
 	require.NoError(t, err)
@@ -103,10 +131,13 @@ func TestNum(t *testing.T) {
 func TestRenderRecordedRun(t *testing.T) {
 	raw, err := os.ReadFile("testdata/bench.txt")
 	require.NoError(t, err)
+	// The recorded run is older than make bench's record of its commit and
+	// machine: a stand-in record, until the next run replaces the file.
+	raw = append([]byte(record), raw...)
 	r, err := Parse(bytes.NewReader(raw))
 	require.NoError(t, err)
 	var doc strings.Builder
-	require.NoError(t, Render(&doc, r, Machine{Date: "2026-11-30", CPU: "cpu", Cores: 2}))
+	require.NoError(t, Render(&doc, r))
 	assert.NotContains(t, doc.String(), "<no value>")
 	for _, section := range []string{"## Side by side", "## 1. Coalescing", "## 2. End-to-end latency",
 		"## 3. Ingest throughput", "## 4. Publisher cost", "## 5. Queries"} {
@@ -121,8 +152,23 @@ func TestRenderRecordedRun(t *testing.T) {
 	}
 	r, err = Parse(&without)
 	require.NoError(t, err)
-	err = Render(&doc, r, Machine{})
+	err = Render(&doc, r)
 	assert.ErrorContains(t, err, "the run has no benchmark BenchmarkReconcile")
+}
+
+// TestRecordRoundTrips: what Record writes, Parse reads back.
+func TestRecordRoundTrips(t *testing.T) {
+	src := Source{Commit: strings.Repeat("ab", 20), Modified: true}
+	m := Machine{Date: "2026-12-03", CPU: "cpu", OS: "os", Go: "1.26", Memory: "8 GiB", CloudSDK: "1", FirestoreEmulator: "2",
+		PubSubEmulator: "3", KubeAPIServer: "unknown", Etcd: "unknown", Cores: 4}
+	var b strings.Builder
+	require.NoError(t, Record(&b, src, m))
+	r, err := Parse(strings.NewReader(b.String() + "BenchmarkX-4  1  100 ns/op\n"))
+	require.NoError(t, err)
+	assert.Equal(t, src, r.Source)
+	assert.Equal(t, m, r.Machine)
+	m.CPU = "two\nlines"
+	assert.ErrorContains(t, Record(&b, src, m), "spans lines")
 }
 
 func TestSci(t *testing.T) {

@@ -1,11 +1,15 @@
 // Command benchdoc writes BENCHMARKS.md from the output of one `make bench`
-// run (go test -bench text), with a description of the machine it runs on.
+// run (go test -bench text), which begins with what the run measured and
+// where: the commit checked out and the machine, which `benchdoc -record`
+// prints before the benchmarks start.
 //
+//	go run ./internal/cmd/benchdoc -record > bin/bench.txt
+//	go test -bench ... >> bin/bench.txt
 //	go run ./internal/cmd/benchdoc -o BENCHMARKS.md bin/bench.txt
 //
 // The control plane's versions come from $KUBE_APISERVER and $ETCD (paths
 // named <binary>-<version>, as scripts/controlplane.sh builds them), the
-// emulators' from `gcloud version`.
+// emulators' from `gcloud version`, the commit from git.
 package main
 
 import (
@@ -30,21 +34,32 @@ import (
 )
 
 func main() {
-	cli.Main("benchdoc", func(_ context.Context, args []string, _ func(string) string, _, stderr io.Writer) error {
-		return run(args, os.Stdin, stderr)
+	cli.Main("benchdoc", func(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
+		return run(ctx, args, os.Stdin, stdout, stderr)
 	})
 }
 
-func run(args []string, stdin io.Reader, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("benchdoc", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "BENCHMARKS.md", "the document to write")
+	record := fs.Bool("record", false, "print the commit checked out and this machine, the lines a run's output begins with, and exit")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: benchdoc [-o BENCHMARKS.md] [bench-output.txt]   (standard input when no file)")
+		fmt.Fprintln(stderr, "usage: benchdoc [-o BENCHMARKS.md] [bench-output.txt]   (standard input when no file)\n       benchdoc -record")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *record {
+		if fs.NArg() > 0 {
+			return errors.New("-record takes no file")
+		}
+		src, err := source(ctx)
+		if err != nil {
+			return err
+		}
+		return benchdoc.Record(stdout, src, machine(""))
 	}
 	in := stdin
 	switch fs.NArg() {
@@ -64,9 +79,11 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m := machine(r.Header["cpu"])
+	if r.Source.Modified {
+		fmt.Fprintf(stderr, "benchdoc: the run measured %s with uncommitted changes; the document says so\n", r.Source.Short())
+	}
 	var doc bytes.Buffer
-	if err := benchdoc.Render(&doc, r, m); err != nil {
+	if err := benchdoc.Render(&doc, r); err != nil {
 		return fmt.Errorf("render %s: %w", *out, err)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(*out), ".benchdoc-*")
@@ -89,6 +106,20 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "benchdoc: wrote %s from %d benchmarks\n", *out, len(r.Results))
 	return nil
+}
+
+// source is the commit checked out here, and whether tracked files differ
+// from it.
+func source(ctx context.Context) (benchdoc.Source, error) {
+	head, err := exec.CommandContext(ctx, "git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return benchdoc.Source{}, fmt.Errorf("git rev-parse HEAD: %w (make bench runs in a clone of the repository)", err)
+	}
+	status, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output()
+	if err != nil {
+		return benchdoc.Source{}, fmt.Errorf("git status: %w", err)
+	}
+	return benchdoc.Source{Commit: strings.TrimSpace(string(head)), Modified: len(bytes.TrimSpace(status)) > 0}, nil
 }
 
 // machine describes this machine; what cannot be found reads "unknown".
