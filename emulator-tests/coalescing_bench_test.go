@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -59,7 +60,12 @@ type countingStore struct {
 // fleetcastSide is a publisher.Transport that hands each event straight to
 // the ingest core (the same Store.Apply the ingest function runs), one
 // message per Send that succeeds.
-type fleetcastSide struct{ countingStore }
+type fleetcastSide struct {
+	countingStore
+	// upserts counts the messages that carry a fleet's state: every
+	// message but snapshots.
+	upserts atomic.Int64
+}
 
 func (s *fleetcastSide) Send(ctx context.Context, ev fleet.Event) error {
 	res, err := s.store.Apply(ctx, ev)
@@ -67,6 +73,9 @@ func (s *fleetcastSide) Send(ctx context.Context, ev fleet.Event) error {
 		return err // the Sender retries, as Pub/Sub would redeliver
 	}
 	s.messages.Add(1)
+	if ev.Kind != fleet.KindSnapshot {
+		s.upserts.Add(1)
+	}
 	s.writes.Add(int64(res.Writes))
 	return nil
 }
@@ -256,7 +265,7 @@ func benchmarkCoalescing(b *testing.B, c *controlplane.ControlPlane) {
 	compress := time.Duration(*coalesceCompress)
 	ns := kubetest.NewNamespace(b, c)
 	const cluster = "bench"
-	ours := &fleetcastSide{countingStore{store: firestoredb.New(emulator.Firestore(b, emulator.ProjectID(b)), time.Hour, time.Now)}}
+	ours := &fleetcastSide{countingStore: countingStore{store: firestoredb.New(emulator.Firestore(b, emulator.ProjectID(b)), time.Hour, time.Now)}}
 	base := newBroadcaster(firestoredb.New(emulator.Firestore(b, emulator.ProjectID(b)), time.Hour, time.Now), 4)
 
 	cfg := kubetest.Config(cluster, ns.Name)
@@ -317,34 +326,9 @@ func benchmarkCoalescing(b *testing.B, c *controlplane.ControlPlane) {
 		ns.SetStatus(ns.Name, name, map[string]any{"replicas": int64(churnServers), "readyReplicas": int64(churnServers)})
 	}
 	letTimePass(2 * cfg.MinInterval)
-	churnStart := time.Now()
-	period := time.Duration(float64(time.Second) / *coalesceChurnRate / float64(compress))
-	var churners sync.WaitGroup
-	var patches atomic.Int64
-	for i := range churnFleets {
-		churners.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(i), 3))
-			name := fmt.Sprintf("churn-%d", i)
-			allocated := int64(50)
-			tick := time.NewTicker(period)
-			defer tick.Stop()
-			for time.Since(churnStart) < churnDuration/compress {
-				<-tick.C
-				if allocated <= 20 || (allocated < 80 && rng.IntN(2) == 0) {
-					allocated++
-				} else {
-					allocated--
-				}
-				ns.SetStatus(ns.Name, name, map[string]any{"replicas": int64(churnServers),
-					"readyReplicas": churnServers - allocated, "allocatedReplicas": allocated})
-				patches.Add(1)
-			}
-		})
-	}
-	churners.Wait()
-	churnTime := time.Since(churnStart)
-	b.Logf("churn: %d status updates in %v (%.0f/s)", patches.Load(), churnTime.Round(time.Millisecond),
-		float64(patches.Load())/churnTime.Seconds())
+	patches, churnTime := churn(ns, churnFleets, *coalesceChurnRate, churnDuration/compress, compress)
+	b.Logf("churn: %d status updates in %v (%.0f/s)", patches, churnTime.Round(time.Millisecond),
+		float64(patches)/churnTime.Seconds())
 	letTimePass(2 * cfg.MinInterval)
 	afterChurn := counts()
 
@@ -370,14 +354,68 @@ func benchmarkCoalescing(b *testing.B, c *controlplane.ControlPlane) {
 	report("steady", afterChurn, end)
 	report("total", phaseCounts{}, end)
 	b.ReportMetric(float64(updates), "scale-updates")
-	b.ReportMetric(float64(patches.Load()), "churn-updates")
+	b.ReportMetric(float64(patches), "churn-updates")
 	b.ReportMetric(float64(end.blMsgs)/float64(end.fcMsgs), "msgs-ratio")
 	b.ReportMetric(float64(end.blWrites)/float64(end.fcWrites), "writes-ratio")
 	b.ReportMetric(float64(compress), "compress")
 	b.ReportMetric(*coalesceChurnRate, "churn-per-fleet-s")
 	// The rate the patchers achieved, in scenario time: below the asked
 	// rate when the API server cannot take the patches that fast.
-	b.ReportMetric(float64(patches.Load())/churnFleets/(churnTime*compress).Seconds(), "churn-achieved-per-fleet-s")
+	b.ReportMetric(float64(patches)/churnFleets/(churnTime*compress).Seconds(), "churn-achieved-per-fleet-s")
+	b.ReportMetric(1+churnFleets, "fleets")
+	b.ReportMetric(cfg.MinInterval.Seconds()*float64(compress), "min-interval-s")
+}
+
+// churn changes the status of fleets churn-0 … churn-<fleets-1> of ns
+// (100 servers each) rate times per scenario second each, for d (run
+// time): allocations move by one server per change, between 20 and 80
+// allocated. Each fleet has a patcher per 5 changes a second (a patch
+// takes tens of milliseconds here), ticking in turn; with several, the
+// allocations climb and fall back in a sawtooth instead, so that patches
+// that cross each other still each change the status. It returns the
+// patches made and the time they took.
+func churn(ns *kubetest.Namespace, fleets int, rate float64, d, compress time.Duration) (int64, time.Duration) {
+	start := time.Now()
+	patchers := max(1, int(math.Ceil(rate/5)))
+	period := time.Duration(float64(time.Second) / rate / float64(compress))
+	var churners sync.WaitGroup
+	var patches atomic.Int64
+	for i := range fleets {
+		var mu sync.Mutex // the fleet's walk
+		rng := rand.New(rand.NewPCG(uint64(i), 3))
+		allocated := int64(50)
+		step := func() int64 {
+			mu.Lock()
+			defer mu.Unlock()
+			if patchers > 1 {
+				allocated = 20 + (allocated-20+1)%61
+				return allocated
+			}
+			if allocated <= 20 || (allocated < 80 && rng.IntN(2) == 0) {
+				allocated++
+			} else {
+				allocated--
+			}
+			return allocated
+		}
+		name := fmt.Sprintf("churn-%d", i)
+		for w := range patchers {
+			churners.Go(func() {
+				letTimePass(time.Duration(w) * period) // in turn
+				tick := time.NewTicker(period * time.Duration(patchers))
+				defer tick.Stop()
+				for time.Since(start) < d {
+					<-tick.C
+					a := step()
+					ns.SetStatus(ns.Name, name, map[string]any{"replicas": int64(churnServers),
+						"readyReplicas": churnServers - a, "allocatedReplicas": a})
+					patches.Add(1)
+				}
+			})
+		}
+	}
+	churners.Wait()
+	return patches.Load(), time.Since(start)
 }
 
 // statusLine is the part of a fleet's status the scenario changes.

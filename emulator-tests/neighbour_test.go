@@ -74,6 +74,13 @@ func newPushModel(front, cluster string, minBackoff, maxBackoff time.Duration) *
 // deliver pushes ev until it is acknowledged or ctx ends, and returns
 // when it was acknowledged.
 func (m *pushModel) deliver(ctx context.Context, tb testing.TB, ev fleet.Event) (time.Time, bool) {
+	at, _, ok := m.deliverCounted(ctx, tb, ev)
+	return at, ok
+}
+
+// deliverCounted is deliver, also saying how many attempts it took (what
+// Pub/Sub compares with max_delivery_attempts).
+func (m *pushModel) deliverCounted(ctx context.Context, tb testing.TB, ev fleet.Event) (time.Time, int, bool) {
 	msg, err := pubsubtopic.Message(ev)
 	require.NoError(tb, err)
 	body, err := json.Marshal(ingest.MessagePublishedData{Message: ingest.PubsubMessage{
@@ -81,15 +88,15 @@ func (m *pushModel) deliver(ctx context.Context, tb testing.TB, ev fleet.Event) 
 		PublishTime: time.Now()}, Subscription: "projects/" + project + "/subscriptions/model"})
 	require.NoError(tb, err)
 	backoff := m.minBackoff
-	for ctx.Err() == nil {
+	for attempts := 1; ctx.Err() == nil; attempts++ {
 		if !m.acquire(ctx) {
-			return time.Time{}, false
+			return time.Time{}, attempts - 1, false
 		}
 		ok := m.push(ctx, body)
 		m.release(ok)
 		if ok {
 			m.delivered.Add(1)
-			return time.Now(), true
+			return time.Now(), attempts, true
 		}
 		m.failed.Add(1)
 		select {
@@ -98,7 +105,7 @@ func (m *pushModel) deliver(ctx context.Context, tb testing.TB, ev fleet.Event) 
 		}
 		backoff = min(2*backoff, m.maxBackoff)
 	}
-	return time.Time{}, false
+	return time.Time{}, 0, false
 }
 
 func (m *pushModel) push(ctx context.Context, body []byte) bool {
