@@ -28,6 +28,14 @@ const (
 	fieldDocIDHash = "docIDHash"
 )
 
+// QueriedFleetFields are the fleet document's fields that a query filters
+// or orders on through their single-field indexes; docID and docIDHash are
+// queried only through the composite index of a snapshot part's
+// aggregation. Terraform exempts every other field from indexing
+// (google_firestore_field.fleet_unindexed; terraform/plan_test.go checks
+// the two agree).
+var QueriedFleetFields = []string{fieldCluster, fieldDeleted, fieldWrittenAt}
+
 // Reads returns the documents this store has read for a view, as
 // Firestore bills them: one per document returned, and at least one per
 // query (a query that returns nothing is billed one read); and one per

@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +17,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/firestoredb"
+	"github.com/fleetcast/fleetcast/fleet"
 )
 
 // The sizing rule for a publisher's start-up republish (terraform/README.md,
@@ -401,6 +406,50 @@ func TestEnvironmentsFederateClustersOutsideGKE(t *testing.T) {
 			assert.Empty(t, settings["first_revision_id"], "every schema revision validates")
 			assert.Empty(t, settings["last_revision_id"], "every schema revision validates")
 			assert.Equal(t, "JSON", settings["encoding"])
+		})
+	}
+}
+
+// TestEnvironmentsIndexOnlyWhatIsQueried plans dev and prod and checks the
+// fleet documents' single-field index exemptions against the code: every
+// field of fleet.Document is either queried (firestoredb.
+// QueriedFleetFields, which keep Firestore's automatic indexes) or exempt,
+// never both; ingestedAt and observedAt, which increase with every write,
+// are exempt; expireAt keeps its TTL.
+func TestEnvironmentsIndexOnlyWhatIsQueried(t *testing.T) {
+	var all []string
+	doc := reflect.TypeFor[fleet.Document]()
+	for i := range doc.NumField() {
+		name, _, _ := strings.Cut(doc.Field(i).Tag.Get("firestore"), ",")
+		all = append(all, name)
+	}
+	for _, env := range []string{"dev", "prod"} {
+		t.Run(env, func(t *testing.T) {
+			exempt := map[string]bool{}
+			ttl := false
+			for _, r := range planEnvironment(t, env, "{}") {
+				if r.Type != "google_firestore_field" || r.Values["collection"] != "fleets" {
+					continue
+				}
+				field := r.Values["field"].(string)
+				cfg, _ := r.Values["index_config"].([]any)
+				require.Len(t, cfg, 1, "%s: an index_config", r.Address)
+				if ix, _ := cfg[0].(map[string]any)["indexes"].([]any); len(ix) == 0 {
+					exempt[field] = true
+				}
+				if tc, _ := r.Values["ttl_config"].([]any); field == "expireAt" && len(tc) == 1 {
+					ttl = true
+				}
+			}
+			for _, f := range firestoredb.QueriedFleetFields {
+				assert.False(t, exempt[f], "%s is queried: it keeps its index", f)
+			}
+			for _, f := range all {
+				assert.True(t, exempt[f] || slices.Contains(firestoredb.QueriedFleetFields, f),
+					"fleet field %s is neither queried nor exempt from indexing: add it to fleet_unindexed_fields or to QueriedFleetFields", f)
+			}
+			assert.True(t, exempt["ingestedAt"] && exempt["observedAt"], "the fields that grow with every write are not indexed")
+			assert.True(t, ttl, "expireAt keeps its TTL policy")
 		})
 	}
 }

@@ -245,6 +245,12 @@ type Bills struct {
 	// Components sums each component's lines, the three bills side by
 	// side, in the order they first appear.
 	Components []Component
+	// TenTimes are the bills of the deployment ten times the reference
+	// (bill.Deployment.Scaled), from the same units.
+	TenTimes struct {
+		Deployment                bill.Deployment
+		Fleetcast, Baseline, Fair bill.Bill
+	}
 }
 
 // Component is one component's monthly cost in the three bills.
@@ -266,6 +272,10 @@ func bills(run *Run, bench string) (*Bills, error) {
 	b.Regional.Fleetcast = bill.Fleetcast(bill.Reference, m.Fleetcast, b.Regional.Prices)
 	b.Regional.Baseline = bill.Baseline(bill.Reference, m.Baseline, b.Regional.Prices)
 	b.Fair = bill.FairBaseline(bill.Reference, m, bill.Prices)
+	b.TenTimes.Deployment = bill.Reference.Scaled(10)
+	b.TenTimes.Fleetcast = bill.Fleetcast(b.TenTimes.Deployment, m.Fleetcast, bill.Prices)
+	b.TenTimes.Baseline = bill.Baseline(b.TenTimes.Deployment, m.Baseline, bill.Prices)
+	b.TenTimes.Fair = bill.FairBaseline(b.TenTimes.Deployment, m, bill.Prices)
 	b.Regional.Fair = bill.FairBaseline(bill.Reference, m, b.Regional.Prices)
 	index := map[string]int{}
 	add := func(lines []bill.Line, to func(*Component) *float64) {

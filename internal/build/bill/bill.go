@@ -86,6 +86,24 @@ var Reference = Deployment{
 	AlertConditionsPerCluster: 1, AlertConditionsShared: 9, AlertExecution: 30 * time.Second,
 }
 
+// StreamsPerInstance is how many streams one query instance takes as
+// deployed (MAX_STREAMS: query_max_streams, under query_concurrency).
+const StreamsPerInstance = 500
+
+// Scaled is d with k times its clusters, changes, hot fleets, matchmakers
+// and queries (each cluster the same size), and the query instances its
+// streams need (at least d's).
+func (d Deployment) Scaled(k int) Deployment {
+	out := d
+	out.Clusters *= k
+	out.ChangesPerSecond *= float64(k)
+	out.HotFleets *= k
+	out.Matchmakers *= k
+	out.QueriesPerSecond *= float64(k)
+	out.QueryInstances = max(d.QueryInstances, (out.Matchmakers+StreamsPerInstance-1)/StreamsPerInstance)
+	return out
+}
+
 // AlertConditions are the conditions of the alert policies Terraform
 // creates for d's clusters (terraform/monitoring_test.go counts them in
 // a plan).

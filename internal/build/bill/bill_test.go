@@ -187,3 +187,14 @@ func TestFairBaselineIsTheBroadcasterWithFleetcastsReadSide(t *testing.T) {
 	assert.Less(t, fair.Total(), full.Total())
 	assert.Greater(t, fair.Total(), Fleetcast(Reference, m.Fleetcast, Prices).Total())
 }
+
+func TestScaledKeepsEachClusterAndAddsTheInstancesItsStreamsNeed(t *testing.T) {
+	ten := Reference.Scaled(10)
+	assert.Equal(t, 100, ten.Clusters)
+	assert.Equal(t, Reference.FleetsPerCluster, ten.FleetsPerCluster)
+	assert.Equal(t, 1000.0, ten.ChangesPerSecond)
+	assert.Equal(t, Reference.SpreadChangesPerSecond()*10, ten.SpreadChangesPerSecond())
+	assert.Equal(t, 200, ten.Matchmakers)
+	assert.Equal(t, 2, ten.QueryInstances, "200 streams fit the reference's instances")
+	assert.Equal(t, 4, Reference.Scaled(100).QueryInstances, "2 000 streams take four")
+}
