@@ -125,7 +125,9 @@ func TestOneTraceFromStatusPatchToFirestoreWrite(t *testing.T) {
 
 	// What one traced upsert costs in Cloud Trace (the bill's
 	// bill.SpansPerTracedUpsert): the spans of its trace on both sides,
-	// and the publish RPC's, in a trace of its own that links it.
+	// and the publish RPC's, in a trace of its own that links it. The
+	// function wrote the fleet's creation, so its version cache knows the
+	// document: the update is written with no read, as in the steady state.
 	var spans []string
 	for _, s := range ours {
 		spans = append(spans, "publisher: "+s.Name())

@@ -7,6 +7,7 @@
 package firestoredb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -134,19 +135,14 @@ func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (fleet.Appl
 		return res, err
 	}
 	var res fleet.Applied
-	var version fleet.Version
+	var known *fleet.Document // what the document is once decided
 	wrote, err := compareAndSetFrom(ctx, s, byApply, ref, nil, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
 		now := s.now()
 		next, outcome := fleet.ApplyFleetEvent(stored, ev, now, s.retention)
 		res = fleet.Applied{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
-		switch {
-		case next != nil:
-			version = next.Version
-		case stored != nil:
-			version = stored.Version
-		}
+		known = cmp.Or(next, stored)
 		return next, nil
-	}, func(st casState) { s.versions.put(ref.ID, version, st, s.now()) })
+	}, func(st casState) { s.versions.put(ref.ID, known, st, s.now()) })
 	if err != nil {
 		return fleet.Applied{}, fmt.Errorf("apply %s %s at %v: %w", ev.Kind, ev.Key(), ev.Version, err)
 	}
@@ -168,8 +164,8 @@ func (s *Store) applyKnown(ctx context.Context, ref *firestore.DocumentRef, ev f
 		return fleet.Applied{}, false, nil
 	}
 	now := s.now()
-	// ApplyFleetEvent decides from the stored version alone.
-	next, outcome := fleet.ApplyFleetEvent(&fleet.Document{Version: known.version}, ev, now, s.retention)
+	// ApplyFleetEvent decides from the stored version and deletion alone.
+	next, outcome := fleet.ApplyFleetEvent(&fleet.Document{Version: known.version, Deleted: known.deleted}, ev, now, s.retention)
 	res = fleet.Applied{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
 	if next == nil {
 		return res, true, nil
@@ -182,7 +178,7 @@ func (s *Store) applyKnown(ctx context.Context, ref *firestore.DocumentRef, ev f
 	switch status.Code(err) {
 	case codes.OK:
 		s.billed.wrote(byApply, 1)
-		s.versions.put(ref.ID, next.Version, casState{Exists: true, UpdateTime: wr.UpdateTime}, now)
+		s.versions.put(ref.ID, next, casState{Exists: true, UpdateTime: wr.UpdateTime}, now)
 		res.Writes = 1
 		return res, true, nil
 	case codes.FailedPrecondition, codes.NotFound:

@@ -3,6 +3,7 @@ package firestoredb_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -257,6 +258,66 @@ func TestAnUpsertCostsAtMostTwoRPCs(t *testing.T) {
 			assert.Equal(t, tc.change, apply(del), "a delete")
 		})
 	}
+}
+
+// TestTheVersionCacheDecidesAsTheDocumentWould: one fleet's whole life —
+// created, updated, repeated, reordered, deleted, a late upsert fenced by
+// the tombstone, a newer one reviving it — has the same outcomes and the
+// same stored document with the version cache as with a read before each
+// event: an entry remembers all that the decision reads of a stored
+// document, the deletion included.
+func TestTheVersionCacheDecidesAsTheDocumentWould(t *testing.T) {
+	c := emulator.Firestore(t, emulator.ProjectID(t))
+	del := func(seq int64) fleet.Event {
+		ev := upsert("", 1, seq, 0)
+		ev.Kind, ev.Fleet = fleet.KindDelete, fleet.State{}
+		return ev
+	}
+	life := []struct {
+		ev   fleet.Event
+		want fleet.Outcome
+	}{
+		{upsert("", 1, 1, 1), fleet.OutcomeCreated},
+		{upsert("", 1, 2, 2), fleet.OutcomeUpdated},
+		{upsert("", 1, 2, 2), fleet.OutcomeDuplicate},
+		{upsert("", 1, 1, 1), fleet.OutcomeStale},
+		{del(4), fleet.OutcomeDeleted},
+		{upsert("", 1, 3, 9), fleet.OutcomeStale},
+		{del(4), fleet.OutcomeDuplicate},
+		{upsert("", 1, 5, 6), fleet.OutcomeRevived},
+		{del(6), fleet.OutcomeDeleted},
+		{upsert("", 1, 7, 7), fleet.OutcomeRevived},
+	}
+	docs := map[string]*fleet.Document{}
+	for _, tc := range []struct {
+		name  string
+		store *firestoredb.Store
+	}{
+		{"read first", firestoredb.New(c, time.Hour, time.Now).WithVersionCache(0, 0)},
+		{"cached", firestoredb.New(c, time.Hour, time.Now)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "life-" + strings.ReplaceAll(tc.name, " ", "-")
+			for i, step := range life {
+				ev := step.ev
+				ev.Name = name
+				if ev.Kind == fleet.KindUpsert {
+					ev.Fleet.UID = "uid-life"
+				}
+				res, err := tc.store.Apply(t.Context(), ev)
+				require.NoError(t, err)
+				assert.Equal(t, step.want, res.Outcome, "step %d: %s at %v", i, ev.Kind, ev.Version)
+			}
+			d, _ := get(t, tc.store, name)
+			d.Name, d.DocID, d.DocIDHash = "", "", 0
+			d.ObservedAt, d.IngestedAt, d.WrittenAt, d.LagMillis = time.Time{}, time.Time{}, time.Time{}, 0
+			docs[tc.name] = d
+		})
+	}
+	require.Len(t, docs, 2)
+	assert.Equal(t, docs["read first"], docs["cached"], "the same document, but for its name and times")
+	assert.False(t, docs["cached"].Deleted)
+	assert.EqualValues(t, 7, docs["cached"].Status.ReadyReplicas)
 }
 
 // TestAWrongVersionCacheIsCaughtByItsCondition: two instances apply one

@@ -43,8 +43,12 @@ type versions struct {
 }
 
 type versionEntry struct {
-	id         string
+	id string
+	// version and deleted are all fleet.ApplyFleetEvent reads of a stored
+	// document: whether an event is a duplicate or stale, and whether a
+	// newer one updates a live fleet or revives a tombstone.
 	version    fleet.Version
+	deleted    bool
 	updateTime time.Time
 	extra      []string
 	at         time.Time // when it was learned
@@ -82,13 +86,14 @@ func (v *versions) get(id string, now time.Time) (versionEntry, bool) {
 	return *el.Value.(*versionEntry), true
 }
 
-// put records what a compare-and-set left document id as, at now; an entry for a
-// later update time is kept (a slower request finishing last).
-func (v *versions) put(id string, version fleet.Version, st casState, now time.Time) {
-	if v == nil || !st.Exists || st.UpdateTime.IsZero() {
+// put records what a compare-and-set left document id as, at now: the
+// stored document d's version and deletion, and st. An entry for a later
+// update time is kept (a slower request finishing last).
+func (v *versions) put(id string, d *fleet.Document, st casState, now time.Time) {
+	if v == nil || d == nil || !st.Exists || st.UpdateTime.IsZero() {
 		return
 	}
-	e := &versionEntry{id: id, version: version, updateTime: st.UpdateTime, extra: st.Extra, at: now}
+	e := &versionEntry{id: id, version: d.Version, deleted: d.Deleted, updateTime: st.UpdateTime, extra: st.Extra, at: now}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if el, ok := v.byID[id]; ok {

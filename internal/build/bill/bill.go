@@ -111,14 +111,16 @@ func (d Deployment) AlertConditions() int {
 	return d.Clusters*d.AlertConditionsPerCluster + d.AlertConditionsShared
 }
 
-// SpansPerTracedUpsert are the spans one sampled upsert makes: the
-// publisher's publish span, the Pub/Sub client's create, flow control and
-// batching spans and its publish RPC's (a trace of its own, linking the
-// message's), then the ingest span, the Firestore read and its
-// BatchGetDocuments, the update and its commit (counted by emulator-tests'
-// TestOneTraceFromStatusPatchToFirestoreWrite). A query or a stream is one
-// span.
-const SpansPerTracedUpsert = 10
+// SpansPerTracedUpsert are the spans one sampled upsert of a fleet
+// document the ingest instance knows makes (its version cache spares the
+// read, as in the steady state): the publisher's publish span, the Pub/Sub
+// client's create, flow control and batching spans and its publish RPC's
+// (a trace of its own, linking the message's), then the ingest span, the
+// conditional update and its commit (counted by emulator-tests'
+// TestOneTraceFromStatusPatchToFirestoreWrite). An upsert the cache
+// cannot answer adds the read and its BatchGetDocuments. A query or a
+// stream is one span.
+const SpansPerTracedUpsert = 8
 
 // Fleets is the deployment's fleet count.
 func (d Deployment) Fleets() float64 { return float64(d.Clusters * d.FleetsPerCluster) }
