@@ -26,15 +26,37 @@ const (
 	fieldWrittenAt = "writtenAt"
 	fieldDocID     = "docID"
 	fieldDocIDHash = "docIDHash"
+	fieldFeedShard = "feedShard"
 )
 
 // QueriedFleetFields are the fleet document's fields that a query filters
-// or orders on through their single-field indexes; docID and docIDHash are
-// queried only through the composite index of a snapshot part's
-// aggregation. Terraform exempts every other field from indexing
-// (google_firestore_field.fleet_unindexed; terraform/plan_test.go checks
-// the two agree).
-var QueriedFleetFields = []string{fieldCluster, fieldDeleted, fieldWrittenAt}
+// or orders on through their single-field indexes. The others a query
+// uses are in FleetIndexes, the composite indexes. Terraform exempts
+// every other field from single-field indexing
+// (google_firestore_field.fleet_unindexed), writtenAt above all, and
+// creates the composite indexes; terraform/plan_test.go checks that it
+// agrees with both lists.
+var QueriedFleetFields = []string{fieldCluster, fieldDeleted}
+
+// FleetIndexes are the composite indexes the queries of fleet documents
+// need, each as its fields in order, all ascending: a snapshot part's
+// aggregation (deleted ==, a docID range, the sum of docIDHash), and the
+// change feed (feedShard in, a writtenAt range, ordered by writtenAt),
+// whose index leads with the shard so that the writes, each stamped with
+// a newer writtenAt, spread over fleet.FeedShards ranges instead of one.
+var FleetIndexes = [][]string{
+	{fieldDeleted, fieldDocID, fieldDocIDHash},
+	{fieldFeedShard, fieldWrittenAt},
+}
+
+// feedShards are the values of the change feed's "in" filter: every shard.
+var feedShards = func() []int64 {
+	out := make([]int64, fleet.FeedShards)
+	for i := range out {
+		out[i] = int64(i)
+	}
+	return out
+}()
 
 // Reads returns the documents this store has read for a view, as
 // Firestore bills them: one per document returned, and at least one per
@@ -59,7 +81,7 @@ func (s *Store) Clusters(ctx context.Context) (fleet.Page[fleet.ClusterDocument]
 // FleetsWrittenSince returns the fleet documents, tombstones included,
 // whose writtenAt is at or after since, oldest first.
 func (s *Store) FleetsWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.Document], error) {
-	return readAll[fleet.Document](s, writtenSince(s.client.Collection(FleetsCollection), since).Documents(ctx))
+	return readAll[fleet.Document](s, fleetsWrittenSince(s.client, since).Documents(ctx))
 }
 
 // ClustersWrittenSince returns the cluster documents written at or after
@@ -78,7 +100,7 @@ func (s *Store) ClustersWrittenSince(ctx context.Context, since time.Time) (flee
 // apply runs on the caller's goroutine, one call at a time. It returns nil
 // when ctx ends, and the error that stopped the listener otherwise.
 func (s *Store) FollowFleets(ctx context.Context, since time.Time, apply func(fleet.Page[fleet.Document], time.Time)) error {
-	it := writtenSince(s.client.Collection(FleetsCollection), since).Snapshots(ctx)
+	it := fleetsWrittenSince(s.client, since).Snapshots(ctx)
 	defer it.Stop()
 	for first := true; ; first = false {
 		snap, err := it.Next()
@@ -112,6 +134,12 @@ func (s *Store) FollowFleets(ctx context.Context, since time.Time, apply func(fl
 
 func writtenSince(c *firestore.CollectionRef, since time.Time) firestore.Query {
 	return c.Where(fieldWrittenAt, ">=", since).OrderBy(fieldWrittenAt, firestore.Asc)
+}
+
+// fleetsWrittenSince is the fleets' change feed: the documents of every
+// shard written at or after since, oldest first (FleetIndexes' second).
+func fleetsWrittenSince(c *firestore.Client, since time.Time) firestore.Query {
+	return writtenSince(c.Collection(FleetsCollection), since).Where(fieldFeedShard, "in", feedShards)
 }
 
 // LiveFleetsQuery is the query a realtime listener on the live fleets runs:

@@ -382,7 +382,7 @@ func (s *Store) backfillDocID(ctx context.Context, ref *firestore.DocumentRef) e
 			return nil, nil
 		}
 		next := *stored
-		next.DocID, next.DocIDHash = ref.ID, fleet.IDHash(ref.ID)
+		next.DocID, next.DocIDHash, next.FeedShard = ref.ID, fleet.IDHash(ref.ID), fleet.FeedShard(ref.ID)
 		return &next, nil
 	})
 	if errors.Is(err, fleet.ErrPermanent) {

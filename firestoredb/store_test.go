@@ -1,6 +1,7 @@
 package firestoredb_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -309,7 +310,7 @@ func TestTheVersionCacheDecidesAsTheDocumentWould(t *testing.T) {
 				assert.Equal(t, step.want, res.Outcome, "step %d: %s at %v", i, ev.Kind, ev.Version)
 			}
 			d, _ := get(t, tc.store, name)
-			d.Name, d.DocID, d.DocIDHash = "", "", 0
+			d.Name, d.DocID, d.DocIDHash, d.FeedShard = "", "", 0, 0
 			d.ObservedAt, d.IngestedAt, d.WrittenAt, d.LagMillis = time.Time{}, time.Time{}, time.Time{}, 0
 			docs[tc.name] = d
 		})
@@ -583,4 +584,63 @@ func applyFleets(tb testing.TB, s *firestoredb.Store, n int, format string) []fl
 		entries = append(entries, fleet.SnapshotEntry{Namespace: "default", Name: ev.Name, Version: ev.Version})
 	}
 	return entries
+}
+
+// TestTheFeedFollowsEveryShard: fleets of every one of the change feed's
+// shards are written; each document carries its shard, and both the
+// sync's query and the listener deliver every one of them, in the order
+// they were written.
+func TestTheFeedFollowsEveryShard(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	since := time.Now().Add(-time.Minute)
+	var names []string
+	seen := map[int64]bool{}
+	for i := 0; len(seen) < fleet.FeedShards; i++ {
+		name := fmt.Sprintf("f%03d", i)
+		shard := fleet.FeedShard(fleet.Key{Cluster: "pc", Namespace: "default", Name: name}.DocID())
+		if seen[shard] {
+			continue
+		}
+		seen[shard] = true
+		_, err := s.Apply(ctx, upsert(name, 1, 1, 1))
+		require.NoError(t, err)
+		d, _ := get(t, s, name)
+		require.Equal(t, shard, d.FeedShard, "%s is stored with its shard", name)
+		names = append(names, name)
+	}
+	del := upsert(names[0], 1, 2, 0)
+	del.Kind, del.Fleet = fleet.KindDelete, fleet.State{}
+	_, err := s.Apply(ctx, del)
+	require.NoError(t, err)
+	want := append(slices.Clone(names[1:]), names[0]) // the tombstone last
+
+	namesOf := func(docs []*fleet.Document) []string {
+		var out []string
+		for _, d := range docs {
+			out = append(out, d.Name)
+		}
+		return out
+	}
+	page, err := s.FleetsWrittenSince(ctx, since)
+	require.NoError(t, err)
+	assert.Equal(t, want, namesOf(page.Docs), "the sync's query: every shard, oldest write first")
+
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	first := make(chan []*fleet.Document, 1)
+	go func() {
+		_ = s.FollowFleets(lctx, since, func(p fleet.Page[fleet.Document], _ time.Time) {
+			select {
+			case first <- p.Docs:
+			default:
+			}
+		})
+	}()
+	select {
+	case docs := <-first:
+		assert.ElementsMatch(t, want, namesOf(docs), "the listener's first results: every shard")
+	case <-time.After(time.Minute):
+		t.Fatal("the listener delivered nothing within a minute")
+	}
 }

@@ -25,6 +25,12 @@ type Document struct {
 	// (count and sum), reading documents only when they disagree.
 	DocID     string `json:"docID" firestore:"docID"`
 	DocIDHash int64  `json:"docIDHash" firestore:"docIDHash"`
+	// FeedShard is FeedShard(DocID): readers follow the documents
+	// written since a point through one index range per shard, so that
+	// no single range takes every write (see FeedShards). Absent (0) on
+	// documents written before it existed, which the feed misses until
+	// they are written again; a reader's full load holds them meanwhile.
+	FeedShard int64 `json:"feedShard" firestore:"feedShard"`
 
 	// The fleet's state; empty on tombstones.
 	UID         string            `json:"uid,omitempty" firestore:"uid,omitempty"`
@@ -191,6 +197,7 @@ func ApplyFleetEvent(stored *Document, ev Event, now time.Time, retention time.D
 		Version:     ev.Version,
 		DocID:       id,
 		DocIDHash:   IDHash(id),
+		FeedShard:   FeedShard(id),
 		UID:         ev.Fleet.UID,
 		Labels:      ev.Fleet.Labels,
 		Annotations: ev.Fleet.Annotations,
@@ -216,6 +223,21 @@ func ApplyFleetEvent(stored *Document, ev Event, now time.Time, retention time.D
 	}
 }
 
+// FeedShards is how many shards the fleet documents' change feed is spread
+// over. Readers follow the fleets written since a point by writtenAt, a
+// field every write increases: Firestore sustains about 500 writes a
+// second into one index range whose values increase like that, so the
+// feed's index leads with the shard and each shard's range takes its own
+// share — 30 × 500 = 15 000 writes a second for the collection
+// (docs/capacity.md). 30 is Firestore's limit on the values of one "in"
+// filter: one query, and one realtime listener, still follow every shard.
+const FeedShards = 30
+
+// FeedShard is the change feed's shard of a fleet document: its ID's
+// IDHash modulo FeedShards, so that the fleets, not their writes in time,
+// spread the feed, and a fleet stays in one shard.
+func FeedShard(docID string) int64 { return IDHash(docID) % FeedShards }
+
 // IDHash is a document ID's 32-bit FNV-1a hash: a sum of them over a
 // snapshot part's fleets fits an int64 for any number of fleets.
 func IDHash(docID string) int64 {
@@ -236,6 +258,7 @@ func Tombstone(k Key, v Version, p Publisher, observed, now time.Time, retention
 		Version:    v,
 		DocID:      k.DocID(),
 		DocIDHash:  IDHash(k.DocID()),
+		FeedShard:  FeedShard(k.DocID()),
 		Publisher:  p,
 		ObservedAt: observed,
 		IngestedAt: now,

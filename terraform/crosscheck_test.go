@@ -113,15 +113,34 @@ func registeredFunctions(tb testing.TB) []string {
 
 // TestTheIngestFunctionIsCreatedAfterEveryIndex: Firestore refuses a
 // query whose composite index is missing or building, so the function
-// whose snapshots query them must not run before every index is built.
+// whose snapshots query them must not run before every index is built,
+// and the query side, whose views follow the feed, not before the feed's.
 func TestTheIngestFunctionIsCreatedAfterEveryIndex(t *testing.T) {
 	body := moduleBody(t)
 	indexes := resources(body, "google_firestore_index")
 	require.NotEmpty(t, indexes)
 	fn := resources(body, "google_cloudfunctions2_function")["ingest"]
 	require.NotNil(t, fn)
-	attr, ok := fn.Body.Attributes["depends_on"]
-	require.True(t, ok, "the ingest function has no depends_on")
+	deps := dependsOn(t, fn)
+	for name, ix := range indexes {
+		assert.Contains(t, deps, "google_firestore_index."+name)
+		// The provider waits for a created index to be built unless told
+		// to skip that wait, which would make the dependency hollow.
+		_, skips := ix.Body.Attributes["skip_wait"]
+		assert.False(t, skips, "google_firestore_index.%s must not skip the wait for its build", name)
+	}
+	require.Contains(t, indexes, "fleet_feed")
+	for _, q := range []*hclsyntax.Block{resources(body, "google_cloudfunctions2_function")["query"], resources(body, "google_cloud_run_v2_service")["query"]} {
+		require.NotNil(t, q)
+		assert.Contains(t, dependsOn(t, q), "google_firestore_index.fleet_feed", "%s.%s follows the feed", q.Labels[0], q.Labels[1])
+	}
+}
+
+// dependsOn lists the resources a block's depends_on names.
+func dependsOn(t *testing.T, b *hclsyntax.Block) []string {
+	t.Helper()
+	attr, ok := b.Body.Attributes["depends_on"]
+	require.True(t, ok, "%s.%s has no depends_on", b.Labels[0], b.Labels[1])
 	var deps []string
 	for _, v := range attr.Expr.(*hclsyntax.TupleConsExpr).Exprs {
 		if tr, ok := v.(*hclsyntax.ScopeTraversalExpr); ok {
@@ -137,13 +156,7 @@ func TestTheIngestFunctionIsCreatedAfterEveryIndex(t *testing.T) {
 			deps = append(deps, strings.Join(parts, "."))
 		}
 	}
-	for name, ix := range indexes {
-		assert.Contains(t, deps, "google_firestore_index."+name)
-		// The provider waits for a created index to be built unless told
-		// to skip that wait, which would make the dependency hollow.
-		_, skips := ix.Body.Attributes["skip_wait"]
-		assert.False(t, skips, "google_firestore_index.%s must not skip the wait for its build", name)
-	}
+	return deps
 }
 
 func TestEntryPointsAreTheRegisteredFunctions(t *testing.T) {

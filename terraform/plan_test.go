@@ -411,11 +411,15 @@ func TestEnvironmentsFederateClustersOutsideGKE(t *testing.T) {
 }
 
 // TestEnvironmentsIndexOnlyWhatIsQueried plans dev and prod and checks the
-// fleet documents' single-field index exemptions against the code: every
-// field of fleet.Document is either queried (firestoredb.
-// QueriedFleetFields, which keep Firestore's automatic indexes) or exempt,
-// never both; ingestedAt and observedAt, which increase with every write,
-// are exempt; expireAt keeps its TTL.
+// fleet documents' indexes against the code: every field of
+// fleet.Document is either queried through its single-field index
+// (firestoredb.QueriedFleetFields, which keep Firestore's automatic
+// indexes) or exempt, never both; the composite indexes are exactly
+// firestoredb.FleetIndexes. And against Google's rule for fields that
+// increase with every write (Firestore's "sharded timestamps"): ingestedAt,
+// observedAt and writtenAt have no single-field index, and every composite
+// index holding writtenAt leads with the feed's shard. expireAt keeps its
+// TTL.
 func TestEnvironmentsIndexOnlyWhatIsQueried(t *testing.T) {
 	var all []string
 	doc := reflect.TypeFor[fleet.Document]()
@@ -427,7 +431,18 @@ func TestEnvironmentsIndexOnlyWhatIsQueried(t *testing.T) {
 		t.Run(env, func(t *testing.T) {
 			exempt := map[string]bool{}
 			ttl := false
+			var composite [][]string
 			for _, r := range planEnvironment(t, env, "{}") {
+				if r.Type == "google_firestore_index" && r.Values["collection"] == "fleets" {
+					var fields []string
+					for _, f := range r.Values["fields"].([]any) {
+						f := f.(map[string]any)
+						assert.Equal(t, "ASCENDING", f["order"], "%s: %s", r.Address, f["field_path"])
+						fields = append(fields, f["field_path"].(string))
+					}
+					composite = append(composite, fields)
+					continue
+				}
 				if r.Type != "google_firestore_field" || r.Values["collection"] != "fleets" {
 					continue
 				}
@@ -448,7 +463,13 @@ func TestEnvironmentsIndexOnlyWhatIsQueried(t *testing.T) {
 				assert.True(t, exempt[f] || slices.Contains(firestoredb.QueriedFleetFields, f),
 					"fleet field %s is neither queried nor exempt from indexing: add it to fleet_unindexed_fields or to QueriedFleetFields", f)
 			}
-			assert.True(t, exempt["ingestedAt"] && exempt["observedAt"], "the fields that grow with every write are not indexed")
+			assert.True(t, exempt["ingestedAt"] && exempt["observedAt"] && exempt["writtenAt"], "the fields that grow with every write have no single-field index")
+			assert.ElementsMatch(t, firestoredb.FleetIndexes, composite, "the composite indexes are the queries'")
+			for _, fields := range composite {
+				if slices.Contains(fields, "writtenAt") {
+					assert.Equal(t, "feedShard", fields[0], "an index holding writtenAt leads with the shard: %v", fields)
+				}
+			}
 			assert.True(t, ttl, "expireAt keeps its TTL policy")
 		})
 	}

@@ -65,7 +65,7 @@ locals {
   # expireAt, which have resources of their own): google_firestore_field.
   # fleet_unindexed.
   fleet_unindexed_fields = ["uid", "labels", "spec", "status", "degraded", "rollout", "autoscalers", "publisher",
-  "version", "observedAt", "ingestedAt", "lagMillis", "docID", "docIDHash", "namespace", "name"]
+  "version", "observedAt", "ingestedAt", "lagMillis", "docID", "docIDHash", "feedShard", "writtenAt", "namespace", "name"]
   # Every message that can still reach the ingest function — waiting in its
   # subscription, then in the dead-letter subscription, or replayed from the
   # topic — must be younger than a tombstone's lifetime: an event older than
@@ -250,16 +250,16 @@ resource "google_firestore_field" "fleet_annotations" {
 }
 
 # Every other field of a fleet document is exempt from Firestore's
-# automatic single-field indexes: no query filters or orders on it, and an
-# index entry is a write per field per document write. Above all
-# ingestedAt and observedAt, which increase with every write: an indexed
-# field like that concentrates a collection's index writes on one key
-# range, which Firestore sustains at about 500 writes a second
-# (docs/capacity.md). The fields queried keep theirs: cluster and deleted
-# (fleetwatch's and the views' listeners), writtenAt (the views' syncs);
-# docID and docIDHash are queried only through the composite index below.
-# terraform/plan_test.go checks that this list and the queried fields make
-# up every field of the document.
+# automatic single-field indexes: no query filters or orders on it through
+# one, and an index entry is a write per field per document write. Above
+# all the fields that increase with every write — ingestedAt, observedAt,
+# writtenAt: an indexed field like that concentrates a collection's index
+# writes on one key range, which Firestore sustains at about 500 writes a
+# second (docs/capacity.md). The fields queried keep theirs: cluster and
+# deleted (fleetwatch's and the views' listeners). docID, docIDHash,
+# feedShard and writtenAt are queried only through the composite indexes
+# below. terraform/plan_test.go checks that this list and the queried
+# fields make up every field of the document.
 resource "google_firestore_field" "fleet_unindexed" {
   for_each   = toset(local.fleet_unindexed_fields)
   project    = var.project_id
@@ -270,12 +270,9 @@ resource "google_firestore_field" "fleet_unindexed" {
   depends_on = [time_sleep.services]
 }
 
-# One composite index: a snapshot part counts its range's live fleets and
-# sums their docIDHash in one aggregation (deleted ==, docID range, sum of
-# docIDHash), which needs an index holding the three in that order. The
-# other queries need none: the view's writtenAt ranges, fleetwatch's
-# equality filters, and the range read of a part that disagrees, over
-# document IDs.
+# A snapshot part counts its range's live fleets and sums their docIDHash
+# in one aggregation (deleted ==, docID range, sum of docIDHash), which
+# needs an index holding the three in that order.
 resource "google_firestore_index" "fleet_reconcile" {
   project    = var.project_id
   database   = local.database
@@ -290,6 +287,29 @@ resource "google_firestore_index" "fleet_reconcile" {
   }
   fields {
     field_path = "docIDHash"
+    order      = "ASCENDING"
+  }
+  depends_on = [time_sleep.services]
+}
+
+# The change feed the query side's views follow (feedShard in every shard,
+# writtenAt >= a point, ordered by writtenAt): writtenAt increases with
+# every write, so the index leads with the shard, as Google's "sharded
+# timestamps" prescribe — each of the 30 shards' ranges takes about 500
+# writes a second, 15 000 for the collection, where writtenAt's own index
+# would take 500 (docs/capacity.md). The other queries need no composite
+# index: fleetwatch's equality filters, and the range read of a part that
+# disagrees, over document IDs.
+resource "google_firestore_index" "fleet_feed" {
+  project    = var.project_id
+  database   = local.database
+  collection = "fleets"
+  fields {
+    field_path = "feedShard"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "writtenAt"
     order      = "ASCENDING"
   }
   depends_on = [time_sleep.services]
@@ -517,10 +537,11 @@ resource "google_cloudfunctions2_function" "ingest" {
       MAX_CLUSTER_IN_FLIGHT = max(1, floor(var.ingest_concurrency / 2))
     })
   }
-  # Only once the reconcile index is built (the provider waits for its
-  # creation to finish): a snapshot part's aggregation needs it, and
-  # Firestore refuses the query until then (FAILED_PRECONDITION).
-  depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_reconcile]
+  # Only once the indexes are built (the provider waits for their creation
+  # to finish): a snapshot part's aggregation needs the reconcile index,
+  # and Firestore refuses the query until then (FAILED_PRECONDITION); the
+  # feed's is there before the first write it must hold.
+  depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_reconcile, google_firestore_index.fleet_feed]
 }
 
 resource "google_cloudfunctions2_function" "query" {
@@ -553,7 +574,9 @@ resource "google_cloudfunctions2_function" "query" {
     max_instance_request_concurrency = var.query_concurrency
     environment_variables            = local.query_env
   }
-  depends_on = [time_sleep.services, time_sleep.build_roles]
+  # The views follow the fleets through the feed's index: Firestore
+  # refuses the query until it is built.
+  depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_feed]
 }
 
 # Only the push subscription's account may invoke the ingest function.
@@ -633,7 +656,7 @@ resource "google_cloud_run_v2_service" "query" {
       }
     }
   }
-  depends_on = [time_sleep.services]
+  depends_on = [time_sleep.services, google_firestore_index.fleet_feed]
 }
 
 # The sidecar writes the series as the query service's identity.
