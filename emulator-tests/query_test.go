@@ -101,7 +101,13 @@ func (a *api) do(method, path string, header map[string]string) response {
 // doAt is do on the instance srv.
 func (a *api) doAt(srv *httptest.Server, method, path string, header map[string]string) response {
 	a.tb.Helper()
-	req, err := http.NewRequest(method, srv.URL+path, nil)
+	return a.doURL(srv.URL, method, path, header)
+}
+
+// doURL is do on the instance serving at base.
+func (a *api) doURL(base, method, path string, header map[string]string) response {
+	a.tb.Helper()
+	req, err := http.NewRequest(method, base+path, nil)
 	require.NoError(a.tb, err)
 	for k, v := range header {
 		req.Header.Set(k, v)

@@ -11,5 +11,6 @@ import (
 // need nothing of this package.
 var (
 	_ fleetapi.Follower = (*firestoredb.Store)(nil)
+	_ fleetapi.Follower = (*firestoredb.Partition)(nil)
 	_ ingest.Applier    = (*firestoredb.Store)(nil)
 )

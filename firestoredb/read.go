@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -49,6 +50,14 @@ var FleetIndexes = [][]string{
 	{fieldFeedShard, fieldWrittenAt},
 }
 
+// PartitionFleetIndexes are the composite indexes a Partition's queries
+// need beside FleetIndexes: its change feed (cluster in, a writtenAt
+// range, ordered by writtenAt), whose index leads with the cluster, so
+// that each cluster's writes take a range of their own. Terraform creates
+// it only for a deployment with partitions (query_partitions): every
+// index costs every write an entry.
+var PartitionFleetIndexes = [][]string{{fieldCluster, fieldWrittenAt}}
+
 // feedShards are the values of the change feed's "in" filter: every shard.
 var feedShards = func() []int64 {
 	out := make([]int64, fleet.FeedShards)
@@ -62,32 +71,120 @@ var feedShards = func() []int64 {
 // Firestore bills them: one per document returned, and at least one per
 // query (a query that returns nothing is billed one read); and one per
 // document a listener delivered (FollowFleets). They are the view's
-// (CauseView and CauseListen): Billing has every cause.
+// (CauseView and CauseListen): Billing has every cause. A Partition's
+// reads are its Store's.
 func (s *Store) Reads() int64 { return s.billed.reads[byView].Load() + s.billed.reads[byListen].Load() }
+
+// MaxPartitionClusters is the most clusters a Partition holds: Firestore's
+// limit on the values of one "in" filter, so that one query, and one
+// listener, follow them all.
+const MaxPartitionClusters = 30
+
+// A Partition reads the fleets and clusters of some clusters only: the
+// Source of a query view that holds a share of a deployment too large for
+// one instance (docs/capacity.md). Its loads and its change feed ask
+// Firestore for those clusters' documents alone ("cluster in"), so an
+// instance reads its share, not everything; its feed's index
+// (PartitionFleetIndexes) leads with the cluster, so each cluster's writes
+// take their own index range.
+type Partition struct {
+	s *Store
+	// clusters: nil reads every cluster, through the feed's shards.
+	clusters []string
+}
+
+// Partition returns the reads of clusters' documents (ValidatePartition).
+func (s *Store) Partition(clusters []string) (*Partition, error) {
+	if err := ValidatePartition(clusters); err != nil {
+		return nil, err
+	}
+	return &Partition{s: s, clusters: slices.Clone(clusters)}, nil
+}
+
+// ValidatePartition checks a partition's clusters: 1 to
+// MaxPartitionClusters distinct cluster names.
+func ValidatePartition(clusters []string) error {
+	switch {
+	case len(clusters) == 0:
+		return fmt.Errorf("a partition holds at least one cluster")
+	case len(clusters) > MaxPartitionClusters:
+		return fmt.Errorf("a partition holds at most %d clusters (Firestore's limit on an \"in\" filter), not %d", MaxPartitionClusters, len(clusters))
+	}
+	for i, c := range clusters {
+		if err := fleet.ValidateClusterName(c); err != nil {
+			return fmt.Errorf("partition: %w", err)
+		}
+		if slices.Contains(clusters[:i], c) {
+			return fmt.Errorf("partition: cluster %q named twice", c)
+		}
+	}
+	return nil
+}
+
+// ClusterNames returns the clusters p holds, or nil for all.
+func (p *Partition) ClusterNames() []string { return slices.Clone(p.clusters) }
+
+// every is the partition of every cluster, which the Store's own reads are.
+func (s *Store) every() *Partition { return &Partition{s: s} }
+
+// Reads returns the reads of p's Store for views (Store.Reads).
+func (p *Partition) Reads() int64 { return p.s.Reads() }
 
 // LiveFleets calls each with every live fleet, in document ID order
 // (cluster, namespace, name), as it is read — the full load of a
 // reader's view, which need not hold what it does not keep — and returns
 // the IDs of those it could not decode.
 func (s *Store) LiveFleets(ctx context.Context, each func(*fleet.Document)) ([]string, error) {
-	return eachDoc(s, s.client.Collection(FleetsCollection).Where(fieldDeleted, "==", false).Documents(ctx), each)
+	return s.every().LiveFleets(ctx, each)
+}
+
+// LiveFleets is Store.LiveFleets of p's clusters.
+func (p *Partition) LiveFleets(ctx context.Context, each func(*fleet.Document)) ([]string, error) {
+	return eachDoc(p.s, LiveFleetsQuery(p.s.client, p.clusters).Documents(ctx), each)
 }
 
 // Clusters returns every cluster document.
 func (s *Store) Clusters(ctx context.Context) (fleet.Page[fleet.ClusterDocument], error) {
-	return readAll[fleet.ClusterDocument](s, s.client.Collection(ClustersCollection).Documents(ctx))
+	return s.every().Clusters(ctx)
+}
+
+// Clusters is Store.Clusters of p's clusters.
+func (p *Partition) Clusters(ctx context.Context) (fleet.Page[fleet.ClusterDocument], error) {
+	q := ClustersQuery(p.s.client)
+	if p.clusters != nil {
+		q = q.Where(fieldCluster, "in", p.clusters)
+	}
+	return readAll[fleet.ClusterDocument](p.s, q.Documents(ctx))
 }
 
 // FleetsWrittenSince returns the fleet documents, tombstones included,
 // whose writtenAt is at or after since, oldest first.
 func (s *Store) FleetsWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.Document], error) {
-	return readAll[fleet.Document](s, fleetsWrittenSince(s.client, since).Documents(ctx))
+	return s.every().FleetsWrittenSince(ctx, since)
+}
+
+// FleetsWrittenSince is Store.FleetsWrittenSince of p's clusters.
+func (p *Partition) FleetsWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.Document], error) {
+	return readAll[fleet.Document](p.s, p.fleetsWrittenSince(since).Documents(ctx))
 }
 
 // ClustersWrittenSince returns the cluster documents written at or after
 // since, as FleetsWrittenSince.
 func (s *Store) ClustersWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.ClusterDocument], error) {
-	return readAll[fleet.ClusterDocument](s, writtenSince(s.client.Collection(ClustersCollection), since).Documents(ctx))
+	return s.every().ClustersWrittenSince(ctx, since)
+}
+
+// ClustersWrittenSince is Store.ClustersWrittenSince of p's clusters. It
+// reads every cluster's (a deployment writes a cluster document per
+// snapshot interval, a few a second at most) and keeps p's, which spares
+// the clusters an index of their own.
+func (p *Partition) ClustersWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.ClusterDocument], error) {
+	page, err := readAll[fleet.ClusterDocument](p.s, writtenSince(p.s.client.Collection(ClustersCollection), since).Documents(ctx))
+	if err != nil || p.clusters == nil {
+		return page, err
+	}
+	page.Docs = slices.DeleteFunc(page.Docs, func(c *fleet.ClusterDocument) bool { return !slices.Contains(p.clusters, c.Cluster) })
+	return page, nil
 }
 
 // FollowFleets follows the fleet documents, tombstones included, whose
@@ -100,7 +197,12 @@ func (s *Store) ClustersWrittenSince(ctx context.Context, since time.Time) (flee
 // apply runs on the caller's goroutine, one call at a time. It returns nil
 // when ctx ends, and the error that stopped the listener otherwise.
 func (s *Store) FollowFleets(ctx context.Context, since time.Time, apply func(fleet.Page[fleet.Document], time.Time)) error {
-	it := fleetsWrittenSince(s.client, since).Snapshots(ctx)
+	return s.every().FollowFleets(ctx, since, apply)
+}
+
+// FollowFleets is Store.FollowFleets of p's clusters.
+func (p *Partition) FollowFleets(ctx context.Context, since time.Time, apply func(fleet.Page[fleet.Document], time.Time)) error {
+	it := p.fleetsWrittenSince(since).Snapshots(ctx)
 	defer it.Stop()
 	for first := true; ; first = false {
 		snap, err := it.Next()
@@ -110,7 +212,7 @@ func (s *Store) FollowFleets(ctx context.Context, since time.Time, apply func(fl
 		if err != nil {
 			return fmt.Errorf("listen to the fleets written since %s: %w", since.Format(time.RFC3339Nano), err)
 		}
-		var p fleet.Page[fleet.Document]
+		var page fleet.Page[fleet.Document]
 		n := int64(0)
 		for _, c := range snap.Changes {
 			if c.Kind == firestore.DocumentRemoved {
@@ -119,16 +221,16 @@ func (s *Store) FollowFleets(ctx context.Context, since time.Time, apply func(fl
 			n++
 			d, err := decode[fleet.Document](c.Doc)
 			if err != nil {
-				p.Unreadable = append(p.Unreadable, c.Doc.Ref.ID)
+				page.Unreadable = append(page.Unreadable, c.Doc.Ref.ID)
 				continue
 			}
-			p.Docs = append(p.Docs, d)
+			page.Docs = append(page.Docs, d)
 		}
 		if first {
 			n = max(1, n)
 		}
-		s.billed.read(byListen, n)
-		apply(p, snap.ReadTime)
+		p.s.billed.read(byListen, n)
+		apply(page, snap.ReadTime)
 	}
 }
 
@@ -136,10 +238,16 @@ func writtenSince(c *firestore.CollectionRef, since time.Time) firestore.Query {
 	return c.Where(fieldWrittenAt, ">=", since).OrderBy(fieldWrittenAt, firestore.Asc)
 }
 
-// fleetsWrittenSince is the fleets' change feed: the documents of every
-// shard written at or after since, oldest first (FleetIndexes' second).
-func fleetsWrittenSince(c *firestore.Client, since time.Time) firestore.Query {
-	return writtenSince(c.Collection(FleetsCollection), since).Where(fieldFeedShard, "in", feedShards)
+// fleetsWrittenSince is p's change feed: the fleet documents written at
+// or after since, oldest first. Of every cluster, through every shard
+// (FleetIndexes' second index); of a partition's, through its clusters
+// (PartitionFleetIndexes).
+func (p *Partition) fleetsWrittenSince(since time.Time) firestore.Query {
+	q := writtenSince(p.s.client.Collection(FleetsCollection), since)
+	if p.clusters != nil {
+		return q.Where(fieldCluster, "in", p.clusters)
+	}
+	return q.Where(fieldFeedShard, "in", feedShards)
 }
 
 // LiveFleetsQuery is the query a realtime listener on the live fleets runs:

@@ -644,3 +644,88 @@ func TestTheFeedFollowsEveryShard(t *testing.T) {
 		t.Fatal("the listener delivered nothing within a minute")
 	}
 }
+
+// TestAPartitionReadsItsClustersOnly: a Partition's loads, its syncs'
+// reads and its listener return the documents of its clusters alone —
+// Firestore returns no other, so an instance holding a share of the
+// deployment reads only that share — and its change feed still holds
+// tombstones and is oldest first.
+func TestAPartitionReadsItsClustersOnly(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	since := time.Now().Add(-time.Minute)
+	for _, c := range []string{"pc", "ps5", "xbox"} {
+		for _, name := range []string{"a", "b"} {
+			ev := upsert(name, 1, 1, 1)
+			ev.Cluster = c
+			_, err := s.Apply(ctx, ev)
+			require.NoError(t, err)
+		}
+		parts := fleet.SplitSnapshot([]fleet.SnapshotEntry{
+			{Namespace: "default", Name: "a", Version: fleet.Version{Term: 1, Seq: 1}},
+			{Namespace: "default", Name: "b", Version: fleet.Version{Term: 1, Seq: 1}},
+		}, fleet.DefaultSnapshotPartBytes)
+		snap := snapshot(1, 2, parts, 0)
+		snap.Cluster = c
+		_, err := s.Apply(ctx, snap)
+		require.NoError(t, err)
+	}
+	del := upsert("b", 1, 3, 0)
+	del.Cluster, del.Kind, del.Fleet = "ps5", fleet.KindDelete, fleet.State{}
+	_, err := s.Apply(ctx, del)
+	require.NoError(t, err)
+
+	p, err := s.Partition([]string{"pc", "ps5"})
+	require.NoError(t, err)
+	keys := func(docs []*fleet.Document) []string {
+		var out []string
+		for _, d := range docs {
+			out = append(out, d.Cluster+"/"+d.Name)
+		}
+		return out
+	}
+	var live []*fleet.Document
+	_, err = p.LiveFleets(ctx, func(d *fleet.Document) { live = append(live, d) })
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"pc/a", "pc/b", "ps5/a"}, keys(live), "the load")
+
+	clusters, err := p.Clusters(ctx)
+	require.NoError(t, err)
+	written, err := p.ClustersWrittenSince(ctx, since)
+	require.NoError(t, err)
+	for _, page := range []fleet.Page[fleet.ClusterDocument]{clusters, written} {
+		var names []string
+		for _, c := range page.Docs {
+			names = append(names, c.Cluster)
+		}
+		assert.ElementsMatch(t, []string{"pc", "ps5"}, names)
+	}
+
+	feed, err := p.FleetsWrittenSince(ctx, since)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"pc/a", "pc/b", "ps5/a", "ps5/b"}, keys(feed.Docs), "the sync's read, oldest first, the tombstone last")
+	assert.True(t, feed.Docs[3].Deleted)
+
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	first := make(chan []*fleet.Document, 1)
+	go func() {
+		_ = p.FollowFleets(lctx, since, func(pg fleet.Page[fleet.Document], _ time.Time) {
+			select {
+			case first <- pg.Docs:
+			default:
+			}
+		})
+	}()
+	select {
+	case docs := <-first:
+		assert.ElementsMatch(t, []string{"pc/a", "pc/b", "ps5/a", "ps5/b"}, keys(docs), "the listener")
+	case <-time.After(time.Minute):
+		t.Fatal("the listener delivered nothing within a minute")
+	}
+
+	for _, bad := range [][]string{nil, {"pc", "pc"}, {"Not_A_Name"}, make([]string, 31)} {
+		_, err := s.Partition(bad)
+		assert.Error(t, err, "%q", bad)
+	}
+}

@@ -164,6 +164,9 @@ func (s *Service) Place(ctx context.Context, req PlaceRequest) (Placements, erro
 // Place ranks the fleets that can take a match (Ranking) and returns the
 // best req.Count, with why the others cannot.
 func (r *Read) Place(req PlaceRequest) (Placements, error) {
+	if err := r.s.holds(req.Filter.Clusters...); err != nil {
+		return Placements{}, err
+	}
 	if err := r.knownKeys(Query{Counter: req.Need.Counter, List: req.Need.List}); err != nil {
 		return Placements{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,6 +103,15 @@ type Options struct {
 	// once; past it, Watch refuses with ResourceExhausted
 	// (DefaultMaxWatches).
 	MaxWatches int
+	// Clusters, when set, are the clusters this Service's view holds: a
+	// partition of a deployment too large for one instance
+	// (docs/capacity.md), whose Source reads those clusters' documents
+	// only (firestoredb.Store.Partition; the query side's VIEW_CLUSTERS).
+	// The view admits no document of another cluster, whatever its
+	// Source returns, and a request that names one is refused
+	// (InvalidArgument, param "cluster"), naming the partition's: it was
+	// sent to the wrong instance. Empty: every cluster.
+	Clusters []string
 	// Policy is the placement policy of a Place request that gives none
 	// (the query side's PLACEMENT_POLICY); the zero Policy gives every
 	// cluster priority 0 and weight 1.
@@ -154,6 +164,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxViewBytes <= 0 {
 		o.MaxViewBytes = DefaultMaxViewBytes
+	}
+	if len(o.Clusters) > 0 {
+		o.Clusters = slices.Compact(slices.Sorted(slices.Values(o.Clusters)))
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -269,6 +282,9 @@ func (r *Read) isStale(cluster string) bool {
 // Fleets answers one page of a fleet query.
 func (r *Read) Fleets(q Query) (FleetList, error) {
 	q = q.normalized()
+	if err := r.s.holds(q.Clusters...); err != nil {
+		return FleetList{}, err
+	}
 	if err := r.knownKeys(q); err != nil {
 		return FleetList{}, err
 	}
@@ -309,6 +325,9 @@ func (r *Read) Fleet(k fleet.Key) (Fleet, error) {
 	if err := ValidateKey(k); err != nil {
 		return Fleet{}, err
 	}
+	if err := r.s.holds(k.Cluster); err != nil {
+		return Fleet{}, err
+	}
 	e, ok := r.s.view.byID[k.DocID()]
 	if !ok {
 		return Fleet{}, notFound("fleet %s: not found", k)
@@ -330,6 +349,9 @@ func (r *Read) Clusters() ClusterList {
 // Cluster returns one cluster, or a NotFound *Error.
 func (r *Read) Cluster(name string) (Cluster, error) {
 	if err := ValidateClusterName(name); err != nil {
+		return Cluster{}, err
+	}
+	if err := r.s.holds(name); err != nil {
 		return Cluster{}, err
 	}
 	c, ok := r.s.view.clusters[name]
@@ -375,6 +397,28 @@ func (r *Read) fleets(includeStale bool) iter.Seq[*fleet.Document] {
 			}
 		}
 	}
+}
+
+// holds refuses the first of clusters outside the Service's partition
+// (Options.Clusters): the request reached an instance that cannot answer
+// it, and an empty answer would say, wrongly, that the cluster has no
+// fleets.
+func (s *Service) holds(clusters ...string) error {
+	if len(s.opts.Clusters) == 0 {
+		return nil
+	}
+	for _, c := range clusters {
+		if !slices.Contains(s.opts.Clusters, c) {
+			return paramErr("cluster", "cluster %q is not in this instance's partition (clusters %s): ask the query service of the partition that holds it",
+				c, strings.Join(s.opts.Clusters, ", "))
+		}
+	}
+	return nil
+}
+
+// admits says whether the view may hold a document of cluster.
+func (s *Service) admits(cluster string) bool {
+	return len(s.opts.Clusters) == 0 || slices.Contains(s.opts.Clusters, cluster)
 }
 
 // ValidateKey checks a fleet's key as a parameter.

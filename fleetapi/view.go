@@ -701,6 +701,11 @@ func (s *Service) answerable(docs []*fleet.Document) []*fleet.Document {
 		if d.Deleted {
 			continue
 		}
+		if !s.admits(d.Cluster) {
+			// Another partition's: as good as absent here.
+			docs[i] = &fleet.Document{Cluster: d.Cluster, Namespace: d.Namespace, Name: d.Name, Deleted: true, Version: d.Version}
+			continue
+		}
 		if err := Encodable(d); err != nil {
 			s.opts.Log.Error("query view: a fleet document no answer can hold is left out", "collection", "fleets",
 				logging.KeyFleet, d.Key().DocID(), logging.KeyError, err.Error(), "unanswerableTotal", s.unanswerable.Add(1))
@@ -716,6 +721,9 @@ func (s *Service) answerable(docs []*fleet.Document) []*fleet.Document {
 func (s *Service) answerableClusters(docs []*fleet.ClusterDocument) []*fleet.ClusterDocument {
 	out := docs[:0]
 	for _, c := range docs {
+		if !s.admits(c.Cluster) {
+			continue // another partition's
+		}
 		if err := ClusterEncodable(c); err != nil {
 			s.opts.Log.Error("query view: a cluster document no answer can hold is left out", "collection", "clusters",
 				logging.KeyCluster, c.Cluster, logging.KeyError, err.Error(), "unanswerableTotal", s.unanswerable.Add(1))

@@ -174,6 +174,9 @@ func (s *Service) Watch(ctx context.Context, q Query, resumeToken string, send f
 		return err
 	}
 	defer stop()
+	if err := s.holds(q.Clusters...); err != nil {
+		return err
+	}
 	if err := s.Read(ctx, func(r *Read) error { return r.knownKeys(q) }); err != nil {
 		return err
 	}

@@ -355,6 +355,8 @@ type Config struct {
 // ConfigFromEnv reads STALE_AFTER, MAX_STALENESS (0: every answer waits
 // for a sync), CLUSTER_REFRESH, COMMIT_LAG, WATCH_POLL, HEARTBEAT,
 // STREAM_WRITE_TIMEOUT, MAX_STREAMS, VIEW_MAX_BYTES, FEED_MAX_BYTES,
+// VIEW_CLUSTERS (the clusters of this instance's partition,
+// comma-separated, at most 30; unset: every cluster),
 // METRICS_LABELS (fleet label keys, comma-separated), METRICS_MAX_SERIES,
 // METRICS_AGGREGATE, PLACEMENT_POLICY (the placement policy of a
 // request that gives none: rules SELECTOR:PRIORITY[:WEIGHT], separated
@@ -383,6 +385,19 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	e.Bytes(&c.View.MaxViewBytes, "VIEW_MAX_BYTES", fleetapi.DefaultMaxViewBytes)
 	e.Bytes(&c.View.FeedMaxBytes, "FEED_MAX_BYTES", fleetapi.DefaultFeedMaxBytes)
 	e.Int(&c.View.MaxWatches, "MAX_STREAMS", fleetapi.DefaultMaxWatches, 1)
+	e.Func("VIEW_CLUSTERS", func(v string) error {
+		var names []string
+		for n := range strings.SplitSeq(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+		if err := firestoredb.ValidatePartition(names); err != nil {
+			return fmt.Errorf("want the partition's cluster names, comma-separated: %w", err)
+		}
+		c.View.Clusters = names
+		return nil
+	})
 	e.Func("METRICS_LABELS", func(v string) error {
 		var keys []string
 		for k := range strings.SplitSeq(v, ",") {
@@ -435,7 +450,14 @@ func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Hand
 	log := logging.New(logs, cfg.LogLevel, logging.WithProject(fnruntime.Project(getenv)))
 	cfg.View.Log = log
 	fnruntime.Started(log, "QueryFleets")
-	svc := fleetapi.NewService(firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now), cfg.View)
+	var src fleetapi.Source = firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now)
+	if len(cfg.View.Clusters) > 0 {
+		if src, err = src.(*firestoredb.Store).Partition(cfg.View.Clusters); err != nil {
+			return nil, fmt.Errorf("configure the query API: VIEW_CLUSTERS: %w", err)
+		}
+		log.Info("query view holds a partition", "clusters", cfg.View.Clusters)
+	}
+	svc := fleetapi.NewService(src, cfg.View)
 	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics)), nil
 }
 
