@@ -9,6 +9,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/functions/ingest"
 	"github.com/fleetcast/fleetcast/functions/query"
@@ -111,28 +113,32 @@ func registeredFunctions(tb testing.TB) []string {
 	return names
 }
 
-// TestTheIngestFunctionIsCreatedAfterEveryIndex: Firestore refuses a
-// query whose composite index is missing or building, so the function
-// whose snapshots query them must not run before every index is built,
-// and the query side, whose views follow the feed, not before the feed's.
-func TestTheIngestFunctionIsCreatedAfterEveryIndex(t *testing.T) {
+// TestTheFunctionsAreCreatedAfterTheirIndexes: Firestore refuses a query
+// whose composite index is missing or building, so a function must not
+// run before the indexes of its queries are built: the ingest's snapshots
+// aggregate through the reconcile index, the query side follows the feed,
+// a query partition its clusters' feed. Every index is some function's,
+// and none skips the wait for its build.
+func TestTheFunctionsAreCreatedAfterTheirIndexes(t *testing.T) {
 	body := moduleBody(t)
 	indexes := resources(body, "google_firestore_index")
-	require.NotEmpty(t, indexes)
-	fn := resources(body, "google_cloudfunctions2_function")["ingest"]
-	require.NotNil(t, fn)
-	deps := dependsOn(t, fn)
+	functions := resources(body, "google_cloudfunctions2_function")
+	services := resources(body, "google_cloud_run_v2_service")
+	waits := map[string][]*hclsyntax.Block{
+		"fleet_reconcile":       {functions["ingest"]},
+		"fleet_feed":            {functions["query"], services["query"]},
+		"fleet_feed_by_cluster": {functions["query_partition"]},
+	}
+	require.ElementsMatch(t, slices.Collect(maps.Keys(indexes)), slices.Collect(maps.Keys(waits)), "every index is some function's")
 	for name, ix := range indexes {
-		assert.Contains(t, deps, "google_firestore_index."+name)
+		for _, b := range waits[name] {
+			require.NotNil(t, b, name)
+			assert.Contains(t, dependsOn(t, b), "google_firestore_index."+name, "%s.%s waits for its index", b.Labels[0], b.Labels[1])
+		}
 		// The provider waits for a created index to be built unless told
 		// to skip that wait, which would make the dependency hollow.
 		_, skips := ix.Body.Attributes["skip_wait"]
 		assert.False(t, skips, "google_firestore_index.%s must not skip the wait for its build", name)
-	}
-	require.Contains(t, indexes, "fleet_feed")
-	for _, q := range []*hclsyntax.Block{resources(body, "google_cloudfunctions2_function")["query"], resources(body, "google_cloud_run_v2_service")["query"]} {
-		require.NotNil(t, q)
-		assert.Contains(t, dependsOn(t, q), "google_firestore_index.fleet_feed", "%s.%s follows the feed", q.Labels[0], q.Labels[1])
 	}
 }
 
@@ -167,6 +173,7 @@ func TestEntryPointsAreTheRegisteredFunctions(t *testing.T) {
 		entryPoints = append(entryPoints, literal(t, bc.Body.Attributes["entry_point"].Expr))
 	}
 	slices.Sort(entryPoints)
+	entryPoints = slices.Compact(entryPoints) // the query partitions run QueryFleets too
 	assert.Equal(t, registeredFunctions(t), entryPoints)
 	assert.Equal(t, []string{"IngestFleetEvents", "QueryFleets"}, entryPoints)
 }
@@ -186,7 +193,11 @@ func objectKeys(tb testing.TB, body *hclsyntax.Body, e hclsyntax.Expression) []s
 		require.Equal(tb, "merge", e.Name)
 		var keys []string
 		for _, a := range e.Args {
-			keys = append(keys, objectKeys(tb, body, a)...)
+			for _, k := range objectKeys(tb, body, a) {
+				if !slices.Contains(keys, k) { // a later argument's value replaces the earlier's
+					keys = append(keys, k)
+				}
+			}
 		}
 		return keys
 	case *hclsyntax.ScopeTraversalExpr:
@@ -387,4 +398,25 @@ func TestTheAPIDocumentNamesWhatTerraformDeploys(t *testing.T) {
 	require.Equal(t, []map[string][]string{{"googleIdToken": {}}}, doc.Security)
 	assert.Equal(t, "http", doc.Components.SecuritySchemes["googleIdToken"].Type)
 	assert.Equal(t, "bearer", doc.Components.SecuritySchemes["googleIdToken"].Scheme)
+}
+
+// TestTheIndexesAreTheQueries: the module's composite indexes on fleet
+// documents, those it creates only for query partitions included, are
+// exactly what firestoredb's queries need (FleetIndexes and
+// PartitionFleetIndexes): Firestore refuses a query whose index is
+// missing, and the emulator never asks for one.
+func TestTheIndexesAreTheQueries(t *testing.T) {
+	var got [][]string
+	for name, ix := range resources(moduleBody(t), "google_firestore_index") {
+		assert.Equal(t, "fleets", literal(t, ix.Body.Attributes["collection"].Expr), name)
+		var fields []string
+		for _, f := range ix.Body.Blocks {
+			if f.Type == "fields" {
+				assert.Equal(t, "ASCENDING", literal(t, f.Body.Attributes["order"].Expr), name)
+				fields = append(fields, literal(t, f.Body.Attributes["field_path"].Expr))
+			}
+		}
+		got = append(got, fields)
+	}
+	assert.ElementsMatch(t, slices.Concat(firestoredb.FleetIndexes, firestoredb.PartitionFleetIndexes), got)
 }

@@ -53,6 +53,9 @@ locals {
     METRICS_MAX_SERIES   = tostring(var.query_metrics_max_series)
     METRICS_AGGREGATE    = tostring(var.query_metrics_aggregate)
     PLACEMENT_POLICY     = join(";", var.query_placement_policy)
+    # Every cluster; a partition's function names its own
+    # (query_partitions).
+    VIEW_CLUSTERS = ""
   })
   # The Cloud Run service that answers queries: the function's, or the
   # query service's (query_mode).
@@ -306,6 +309,26 @@ resource "google_firestore_index" "fleet_feed" {
   collection = "fleets"
   fields {
     field_path = "feedShard"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "writtenAt"
+    order      = "ASCENDING"
+  }
+  depends_on = [time_sleep.services]
+}
+
+# A query partition's change feed (cluster in its clusters, writtenAt >= a
+# point, ordered by writtenAt): led by the cluster, so that each cluster's
+# writes take a range of their own (about 500 a second each). Only with
+# query_partitions: every index costs every write an entry.
+resource "google_firestore_index" "fleet_feed_by_cluster" {
+  count      = length(var.query_partitions) > 0 ? 1 : 0
+  project    = var.project_id
+  database   = local.database
+  collection = "fleets"
+  fields {
+    field_path = "cluster"
     order      = "ASCENDING"
   }
   fields {
@@ -577,6 +600,51 @@ resource "google_cloudfunctions2_function" "query" {
   # The views follow the fleets through the feed's index: Firestore
   # refuses the query until it is built.
   depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_feed]
+}
+
+# query_partitions: one QueryFleets function per partition, the query
+# function's settings and identity, its view holding the partition's
+# clusters only (VIEW_CLUSTERS; docs/capacity.md, "The query view's
+# memory").
+resource "google_cloudfunctions2_function" "query_partition" {
+  for_each = var.query_partitions
+  project  = var.project_id
+  location = var.region
+  name     = "${var.name_prefix}-query-${each.key}"
+  build_config {
+    runtime         = var.go_runtime
+    entry_point     = "QueryFleets"
+    service_account = google_service_account.build.id
+    source {
+      storage_source {
+        bucket = google_storage_bucket.source.name
+        object = google_storage_bucket_object.source.name
+      }
+    }
+  }
+  service_config {
+    service_account_email            = google_service_account.query.email
+    ingress_settings                 = "ALLOW_ALL"
+    all_traffic_on_latest_revision   = true
+    available_cpu                    = "1"
+    available_memory                 = "512Mi"
+    timeout_seconds                  = var.query_timeout_seconds
+    min_instance_count               = var.query_min_instances
+    max_instance_count               = var.query_max_instances
+    max_instance_request_concurrency = var.query_concurrency
+    environment_variables            = merge(local.query_env, { VIEW_CLUSTERS = join(",", each.value) })
+  }
+  depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_feed_by_cluster]
+}
+
+# Who may call the query function may call each partition.
+resource "google_cloud_run_v2_service_iam_member" "query_partition_invoker" {
+  for_each = { for pair in setproduct(keys(var.query_partitions), concat(var.query_invokers, var.readers)) : "${pair[0]} ${pair[1]}" => pair }
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.query_partition[each.value[0]].service_config[0].service
+  role     = "roles/run.invoker"
+  member   = each.value[1]
 }
 
 # Only the push subscription's account may invoke the ingest function.

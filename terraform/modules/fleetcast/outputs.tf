@@ -13,6 +13,11 @@ output "query_url" {
   value       = local.query_url
 }
 
+output "query_partition_urls" {
+  description = "Base URL of each query partition (query_partitions), whose answers are about its clusters only: a matchmaker asks the partition of its clusters. Empty without partitions."
+  value       = { for k, f in google_cloudfunctions2_function.query_partition : k => f.service_config[0].uri }
+}
+
 output "query_mtls_address" {
   description = "The mutual TLS load balancer's IP address, for the DNS records of query_mtls.domains (null without it); its Google-managed certificate is issued once they point there."
   value       = local.mtls ? google_compute_global_address.query[0].address : null

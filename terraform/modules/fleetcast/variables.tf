@@ -350,6 +350,28 @@ variable "query_max_view_bytes" {
   }
 }
 
+variable "query_partitions" {
+  type        = map(list(string))
+  description = "Partitions of the query side, for a deployment whose fleets do not fit one instance's view (query_max_view_bytes; docs/capacity.md): each key names one more query function, NAME_PREFIX-query-KEY, whose view holds the listed clusters only (VIEW_CLUSTERS, at most 30) and reads only their documents. A matchmaker asks the partition of its clusters (output query_partition_urls); a partition refuses a request about another cluster. The query_url function still answers for every cluster. Empty: no partitions."
+  default     = {}
+  validation {
+    condition     = alltrue([for k, cs in var.query_partitions : can(regex("^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$", k)) && length(cs) >= 1 && length(cs) <= 30 && length(distinct(cs)) == length(cs)])
+    error_message = "query_partitions: each key must be a lowercase name of at most 20 characters (letters, digits, hyphens), each partition 1 to 30 distinct clusters (Firestore's limit on an \"in\" filter)."
+  }
+  validation {
+    condition     = length(flatten(values(var.query_partitions))) == length(distinct(flatten(values(var.query_partitions))))
+    error_message = "query_partitions: a cluster belongs to one partition at most."
+  }
+  validation {
+    condition     = alltrue([for c in flatten(values(var.query_partitions)) : contains(keys(var.clusters), c)])
+    error_message = "query_partitions names a cluster that is not in clusters."
+  }
+  validation {
+    condition     = length(var.query_partitions) == 0 || var.query_mode == "function"
+    error_message = "query_partitions needs query_mode = function: each partition is a QueryFleets function of its own."
+  }
+}
+
 variable "query_feed_max_bytes" {
   type        = string
   description = "The replaced fleet states one query instance keeps for resuming streams (FEED_MAX_BYTES, a quantity such as 32Mi); a stream further behind restarts."

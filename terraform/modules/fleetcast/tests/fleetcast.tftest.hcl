@@ -792,6 +792,69 @@ run "metrics_labels_that_name_one_prometheus_label_twice" {
   expect_failures = [var.query_metrics_labels]
 }
 
+# --- Query partitions (docs/capacity.md, "The query view's memory") --------
+
+run "each_partition_is_a_query_function_of_its_clusters" {
+  command = apply
+  variables {
+    query_partitions = { pc = ["pc-eu"], consoles = ["ps5-us"] }
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.query_partition["pc"].name == "fleetcast-query-pc" && google_cloudfunctions2_function.query_partition["pc"].service_config[0].environment_variables["VIEW_CLUSTERS"] == "pc-eu" && google_cloudfunctions2_function.query_partition["consoles"].service_config[0].environment_variables["VIEW_CLUSTERS"] == "ps5-us"
+    error_message = "a partition's function holds its clusters (VIEW_CLUSTERS)"
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.query_partition["pc"].build_config[0].entry_point == "QueryFleets" && google_cloudfunctions2_function.query_partition["pc"].service_config[0].service_account_email == google_cloudfunctions2_function.query[0].service_config[0].service_account_email && google_cloudfunctions2_function.query_partition["pc"].service_config[0].environment_variables["MAX_STREAMS"] == google_cloudfunctions2_function.query[0].service_config[0].environment_variables["MAX_STREAMS"]
+    error_message = "a partition runs QueryFleets as the query account, with the query function's settings"
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.query[0].service_config[0].environment_variables["VIEW_CLUSTERS"] == ""
+    error_message = "query_url still answers for every cluster"
+  }
+  assert {
+    condition     = length(google_firestore_index.fleet_feed_by_cluster) == 1 && [for f in google_firestore_index.fleet_feed_by_cluster[0].fields : f.field_path] == ["cluster", "writtenAt"]
+    error_message = "the partitions' feed has its index, led by the cluster"
+  }
+  assert {
+    condition     = length(google_cloud_run_v2_service_iam_member.query_partition_invoker) == 2 && alltrue([for m in google_cloud_run_v2_service_iam_member.query_partition_invoker : m.member == "serviceAccount:matchmaker@studio-fleets.iam.gserviceaccount.com" && m.role == "roles/run.invoker"])
+    error_message = "who may call the query function may call each partition"
+  }
+}
+
+run "no_partitions_no_partition_index" {
+  command = plan
+  assert {
+    condition     = length(google_firestore_index.fleet_feed_by_cluster) == 0 && length(google_cloudfunctions2_function.query_partition) == 0
+    error_message = "an index costs every write an entry: none that no query uses"
+  }
+}
+
+run "a_partition_of_an_unknown_cluster" {
+  command = plan
+  variables {
+    query_partitions = { pc = ["pc-eu", "pc-us"] }
+  }
+  expect_failures = [var.query_partitions]
+}
+
+run "a_cluster_in_two_partitions" {
+  command = plan
+  variables {
+    query_partitions = { a = ["pc-eu"], b = ["pc-eu", "ps5-us"] }
+  }
+  expect_failures = [var.query_partitions]
+}
+
+run "partitions_need_the_function" {
+  command = plan
+  variables {
+    query_mode       = "service"
+    query_image      = "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-query:0.3.0"
+    query_partitions = { pc = ["pc-eu"] }
+  }
+  expect_failures = [var.query_partitions]
+}
+
 run "a_placement_rule_without_a_priority" {
   command = plan
   variables {
