@@ -100,19 +100,23 @@ func startFunctionTarget(target, firestoreHost string, env ...string) (*function
 	if err != nil {
 		return nil, err
 	}
+	return startServing("function "+target, functionBinary, port, append([]string{
+		"FUNCTION_TARGET=" + target,
+		"PORT=" + port,
+		"GOOGLE_CLOUD_PROJECT=" + project,
+		emulator.FirestoreHostEnv + "=" + firestoreHost,
+		"EVENT_TIMEOUT=3s",
+		"LOG_LEVEL=DEBUG",
+	}, env...))
+}
+
+// startServing starts bin, which serves HTTP on 127.0.0.1:port, with env
+// added to this process's environment; it collects the JSON lines of its
+// standard output and waits until it accepts connections.
+func startServing(name, bin, port string, env []string) (*function, error) {
 	logs := &logCollector{}
 	out, w := io.Pipe() // closed once the process has exited
-	p, err := proc.Start("function "+target, functionBinary, proc.Options{
-		Env: append([]string{
-			"FUNCTION_TARGET=" + target,
-			"PORT=" + port,
-			"GOOGLE_CLOUD_PROJECT=" + project,
-			emulator.FirestoreHostEnv + "=" + firestoreHost,
-			"EVENT_TIMEOUT=3s",
-			"LOG_LEVEL=DEBUG",
-		}, env...),
-		Stdout: w, Stderr: os.Stderr,
-	})
+	p, err := proc.Start(name, bin, proc.Options{Env: env, Stdout: w, Stderr: os.Stderr})
 	if err != nil {
 		return nil, err
 	}
