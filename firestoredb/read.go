@@ -121,9 +121,6 @@ func ValidatePartition(clusters []string) error {
 	return nil
 }
 
-// ClusterNames returns the clusters p holds, or nil for all.
-func (p *Partition) ClusterNames() []string { return slices.Clone(p.clusters) }
-
 // every is the partition of every cluster, which the Store's own reads are.
 func (s *Store) every() *Partition { return &Partition{s: s} }
 

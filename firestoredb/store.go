@@ -156,8 +156,9 @@ func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (fleet.Appl
 // all when the cached version already holds it (a duplicate, a stale
 // event), else one write on the condition that the document's update time
 // is the cached one. done is false when the cache cannot answer: no entry,
-// or the document changed since (another instance, a snapshot's
-// tombstone), whose entry is then forgotten.
+// the document changed since (another instance, a snapshot's tombstone),
+// whose entry is then forgotten, or the cache stands aside for changes
+// while its entries are mostly wrong (versions.trusted).
 func (s *Store) applyKnown(ctx context.Context, ref *firestore.DocumentRef, ev fleet.Event) (res fleet.Applied, done bool, err error) {
 	known, ok := s.versions.get(ref.ID, s.now())
 	if !ok {
@@ -170,6 +171,9 @@ func (s *Store) applyKnown(ctx context.Context, ref *firestore.DocumentRef, ev f
 	if next == nil {
 		return res, true, nil
 	}
+	if !s.versions.trusted() {
+		return fleet.Applied{}, false, nil
+	}
 	stored := make(map[string]any, len(known.extra))
 	for _, f := range known.extra {
 		stored[f] = nil
@@ -178,6 +182,7 @@ func (s *Store) applyKnown(ctx context.Context, ref *firestore.DocumentRef, ev f
 	switch status.Code(err) {
 	case codes.OK:
 		s.billed.wrote(byApply, 1)
+		s.versions.wrote(false)
 		s.versions.put(ref.ID, next, casState{Exists: true, UpdateTime: wr.UpdateTime}, now)
 		res.Writes = 1
 		return res, true, nil

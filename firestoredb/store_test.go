@@ -729,3 +729,52 @@ func TestAPartitionReadsItsClustersOnly(t *testing.T) {
 		assert.Error(t, err, "%q", bad)
 	}
 }
+
+// TestTheVersionCacheStandsAsideWhenMostlyWrong: two instances take turns
+// on one fleet's changes, as instances without affinity do, so that every
+// entry either holds is wrong: each write from an entry is refused, then
+// read and written again, three RPCs where a read first costs two. Once
+// most of an instance's recent writes were refused it writes its changes
+// from a read, but for a probe now and then, and the changes cost about
+// two RPCs again; the document ends at the newest version all the same.
+func TestTheVersionCacheStandsAsideWhenMostlyWrong(t *testing.T) {
+	var rpcs emulator.RPCs
+	c := emulator.Firestore(t, emulator.ProjectID(t), rpcs.FirestoreOptions(t)...)
+	a, b := firestoredb.New(c, time.Hour, time.Now), firestoredb.New(c, time.Hour, time.Now)
+	perChange := func(from, to int64) float64 {
+		rpcs.Take()
+		for seq := from; seq < to; seq++ {
+			_, err := []*firestoredb.Store{a, b}[seq%2].Apply(t.Context(), upsert("contended", 1, seq, seq))
+			require.NoError(t, err)
+		}
+		n := 0
+		for _, v := range rpcs.Take() {
+			n += v
+		}
+		return float64(n) / float64(to-from)
+	}
+	first := perChange(1, 41)
+	assert.Greater(t, first, 2.5, "while it trusts its wrong entries, a change costs the refused write too")
+	later := perChange(200, 400)
+	assert.Less(t, later, 2.2, "standing aside, a change costs a read and a write, and a probe now and then")
+	assert.Positive(t, a.VersionCache().Aside+b.VersionCache().Aside)
+	d, _ := get(t, a, "contended")
+	assert.Equal(t, fleet.Version{Term: 1, Seq: 399}, d.Version)
+
+	// Alone again, an instance's entries are right: its probes succeed
+	// and it trusts them once more.
+	alone := func(from, to int64) float64 {
+		rpcs.Take()
+		for seq := from; seq < to; seq++ {
+			_, err := a.Apply(t.Context(), upsert("contended", 1, seq, seq))
+			require.NoError(t, err)
+		}
+		n := 0
+		for _, v := range rpcs.Take() {
+			n += v
+		}
+		return float64(n) / float64(to-from)
+	}
+	alone(400, 1000)
+	assert.InDelta(t, 1.0, alone(1000, 1100), 0.01, "trusted again: a change is its conditional write alone")
+}

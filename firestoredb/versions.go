@@ -2,6 +2,7 @@ package firestoredb
 
 import (
 	"container/list"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,8 +39,61 @@ type versions struct {
 	order    *list.List // of *versionEntry, most recent first
 	byID     map[string]*list.Element
 	// hits are events answered from an entry; misses those that found
-	// none, or one past its age; wrong entries whose condition failed.
-	hits, misses, wrong atomic.Int64
+	// none, or one past its age; wrong entries whose condition failed;
+	// asideWrites the changes written from a read although an entry was
+	// there, while the cache stood aside (trusted).
+	hits, misses, wrong, asideWrites atomic.Int64
+	// outcomes are the last writeWindow conditional writes made from an
+	// entry, a bit each (1: the entry was wrong), newest lowest; tried is
+	// how many of them there are, and asideSince the changes written from
+	// a read since the cache last tried one (both under mu).
+	outcomes   uint64
+	tried      int
+	asideSince int
+}
+
+// writeWindow is how many of the cache's latest conditional writes decide
+// whether it is trusted with the next: as many as a uint64 holds.
+const writeWindow = 64
+
+// probeEvery: while the cache stands aside, one change in this many is
+// still written from its entry, so that it comes back once its entries
+// are right again.
+const probeEvery = 16
+
+// trusted says whether to write a change from its entry. A wrong entry
+// costs the refused write before the read and the write, so the cache
+// pays only while most of its entries are right: with no affinity between
+// a fleet's events and an instance (Pub/Sub's push, many instances), an
+// entry is right about one time in as many instances. When more than half
+// of its latest writeWindow writes were refused the cache stands aside for
+// changes, which then cost a read and a write as without it, but for one
+// in probeEvery; duplicates and stale events are still answered from it,
+// which costs nothing whether the entry is right or not.
+func (v *versions) trusted() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.tried < writeWindow/2 || bits.OnesCount64(v.outcomes)*2 <= v.tried {
+		return true
+	}
+	v.asideSince++
+	if v.asideSince >= probeEvery {
+		v.asideSince = 0
+		return true
+	}
+	v.asideWrites.Add(1)
+	return false
+}
+
+// wrote records whether a conditional write from an entry was refused.
+func (v *versions) wrote(refused bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.outcomes <<= 1
+	if refused {
+		v.outcomes |= 1
+	}
+	v.tried = min(v.tried+1, writeWindow)
 }
 
 type versionEntry struct {
@@ -119,6 +173,7 @@ func (v *versions) forget(id string) {
 		return
 	}
 	v.wrong.Add(1)
+	v.wrote(true)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if el, ok := v.byID[id]; ok {
@@ -136,8 +191,10 @@ func (v *versions) removeLocked(el *list.Element) {
 // VersionCacheStats are a Store's version cache counts since it started.
 type VersionCacheStats struct {
 	// Hits are events decided from an entry; Misses found none (or one
-	// too old); Wrong entries were stale, their write refused.
-	Hits, Misses, Wrong int64
+	// too old); Wrong entries were stale, their write refused; Aside the
+	// changes written from a read while the cache stood aside, its
+	// entries too often wrong (see versions.trusted).
+	Hits, Misses, Wrong, Aside int64
 	// Entries and Bytes are its size now.
 	Entries, Bytes int
 }
@@ -150,5 +207,6 @@ func (s *Store) VersionCache() VersionCacheStats {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return VersionCacheStats{Hits: v.hits.Load(), Misses: v.misses.Load(), Wrong: v.wrong.Load(), Entries: v.order.Len(), Bytes: v.used}
+	return VersionCacheStats{Hits: v.hits.Load(), Misses: v.misses.Load(), Wrong: v.wrong.Load(), Aside: v.asideWrites.Load(),
+		Entries: v.order.Len(), Bytes: v.used}
 }
