@@ -44,7 +44,8 @@ var QueriedFleetFields = []string{fieldCluster, fieldDeleted}
 // aggregation (deleted ==, a docID range, the sum of docIDHash), and the
 // change feed (feedShard in, a writtenAt range, ordered by writtenAt),
 // whose index leads with the shard so that the writes, each stamped with
-// a newer writtenAt, spread over fleet.FeedShards ranges instead of one.
+// a newer writtenAt, spread over the feed's shards (Store.WithFeedShards)
+// instead of one range.
 var FleetIndexes = [][]string{
 	{fieldDeleted, fieldDocID, fieldDocIDHash},
 	{fieldFeedShard, fieldWrittenAt},
@@ -57,15 +58,6 @@ var FleetIndexes = [][]string{
 // it only for a deployment with partitions (query_partitions): every
 // index costs every write an entry.
 var PartitionFleetIndexes = [][]string{{fieldCluster, fieldWrittenAt}}
-
-// feedShards are the values of the change feed's "in" filter: every shard.
-var feedShards = func() []int64 {
-	out := make([]int64, fleet.FeedShards)
-	for i := range out {
-		out[i] = int64(i)
-	}
-	return out
-}()
 
 // Reads returns the documents this store has read for a view, as
 // Firestore bills them: one per document returned, and at least one per
@@ -244,7 +236,11 @@ func (p *Partition) fleetsWrittenSince(since time.Time) firestore.Query {
 	if p.clusters != nil {
 		return q.Where(fieldCluster, "in", p.clusters)
 	}
-	return q.Where(fieldFeedShard, "in", feedShards)
+	shards := make([]int64, p.s.feedShards)
+	for i := range shards {
+		shards[i] = int64(i)
+	}
+	return q.Where(fieldFeedShard, "in", shards)
 }
 
 // LiveFleetsQuery is the query a realtime listener on the live fleets runs:

@@ -51,13 +51,36 @@ type Store struct {
 	// versions spares the ingest its read of a fleet document it knows
 	// (nil: off).
 	versions *versions
+	// feedShards are the change feed's shards: each fleet document
+	// written carries its shard among them, and the feed follows them all.
+	feedShards int
 }
 
 // New returns a Store writing through client. Tombstones expire retention
 // after they are written; now is the clock for ingestedAt and expireAt.
 func New(client *firestore.Client, retention time.Duration, now func() time.Time) *Store {
 	return &Store{client: client, retention: retention, now: now, fullEvery: DefaultFullReconcileEvery,
-		versions: newVersions(DefaultVersionCacheBytes, DefaultVersionCacheTTL)}
+		versions: newVersions(DefaultVersionCacheBytes, DefaultVersionCacheTTL), feedShards: fleet.DefaultFeedShards}
+}
+
+// WithFeedShards spreads the fleets' change feed over n shards (1 to
+// fleet.MaxFeedShards; fleet.ValidateFeedShards): the fleet documents it
+// writes carry their shard among n, and its feed follows n shards. The
+// ingest and the readers of a deployment take the same n (FEED_SHARDS).
+// Raising n is safe at any time: every document's shard is below the new
+// n. Lowering it leaves the documents of the shards dropped out of the
+// feed until they are written again, or a reader's next full load.
+func (s *Store) WithFeedShards(n int) *Store {
+	s.feedShards = min(max(n, 1), fleet.MaxFeedShards)
+	return s
+}
+
+// sharded gives d, a fleet document about to be written, its feed shard.
+func (s *Store) sharded(d *fleet.Document) *fleet.Document {
+	if d != nil {
+		d.FeedShard = fleet.FeedShard(d.Key().DocID(), s.feedShards)
+	}
+	return d
 }
 
 // WithVersionCache bounds the cache of fleet document versions by maxBytes
@@ -139,6 +162,7 @@ func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (fleet.Appl
 	wrote, err := compareAndSetFrom(ctx, s, byApply, ref, nil, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
 		now := s.now()
 		next, outcome := fleet.ApplyFleetEvent(stored, ev, now, s.retention)
+		next = s.sharded(next)
 		res = fleet.Applied{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
 		known = cmp.Or(next, stored)
 		return next, nil
@@ -167,6 +191,7 @@ func (s *Store) applyKnown(ctx context.Context, ref *firestore.DocumentRef, ev f
 	now := s.now()
 	// ApplyFleetEvent decides from the stored version and deletion alone.
 	next, outcome := fleet.ApplyFleetEvent(&fleet.Document{Version: known.version, Deleted: known.deleted}, ev, now, s.retention)
+	next = s.sharded(next)
 	res = fleet.Applied{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
 	if next == nil {
 		return res, true, nil
@@ -387,8 +412,8 @@ func (s *Store) backfillDocID(ctx context.Context, ref *firestore.DocumentRef) e
 			return nil, nil
 		}
 		next := *stored
-		next.DocID, next.DocIDHash, next.FeedShard = ref.ID, fleet.IDHash(ref.ID), fleet.FeedShard(ref.ID)
-		return &next, nil
+		next.DocID, next.DocIDHash = ref.ID, fleet.IDHash(ref.ID)
+		return s.sharded(&next), nil
 	})
 	if errors.Is(err, fleet.ErrPermanent) {
 		return nil // undecodable: the reconcile names it
@@ -403,7 +428,7 @@ func (s *Store) tombstone(ctx context.Context, ref *firestore.DocumentRef, ev fl
 		if stored == nil {
 			return nil, nil
 		}
-		return fleet.ReconcileSnapshot(stored, ev, s.now(), s.retention), nil
+		return s.sharded(fleet.ReconcileSnapshot(stored, ev, s.now(), s.retention)), nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("tombstone %s: %w", ref.ID, err)

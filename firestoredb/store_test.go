@@ -586,19 +586,25 @@ func applyFleets(tb testing.TB, s *firestoredb.Store, n int, format string) []fl
 	return entries
 }
 
-// TestTheFeedFollowsEveryShard: fleets of every one of the change feed's
-// shards are written; each document carries its shard, and both the
-// sync's query and the listener deliver every one of them, in the order
-// they were written.
+// TestTheFeedFollowsEveryShard: a store of fleet.MaxFeedShards shards
+// writes fleets of every shard; each document carries its shard, and both
+// the sync's query and the listener deliver every one of them, in the
+// order they were written — a document written before the shards were
+// raised (by a store of one shard) included.
 func TestTheFeedFollowsEveryShard(t *testing.T) {
-	s, _ := newStore(t)
+	one, c := newStore(t)
 	ctx := t.Context()
 	since := time.Now().Add(-time.Minute)
-	var names []string
+	_, err := one.Apply(ctx, upsert("older", 1, 1, 1))
+	require.NoError(t, err)
+	d, _ := get(t, one, "older")
+	require.Zero(t, d.FeedShard, "one shard: every document in the first")
+	s := firestoredb.New(c, time.Hour, time.Now).WithFeedShards(fleet.MaxFeedShards)
+	names := []string{"older"}
 	seen := map[int64]bool{}
-	for i := 0; len(seen) < fleet.FeedShards; i++ {
+	for i := 0; len(seen) < fleet.MaxFeedShards; i++ {
 		name := fmt.Sprintf("f%03d", i)
-		shard := fleet.FeedShard(fleet.Key{Cluster: "pc", Namespace: "default", Name: name}.DocID())
+		shard := fleet.FeedShard(fleet.Key{Cluster: "pc", Namespace: "default", Name: name}.DocID(), fleet.MaxFeedShards)
 		if seen[shard] {
 			continue
 		}
@@ -609,11 +615,11 @@ func TestTheFeedFollowsEveryShard(t *testing.T) {
 		require.Equal(t, shard, d.FeedShard, "%s is stored with its shard", name)
 		names = append(names, name)
 	}
-	del := upsert(names[0], 1, 2, 0)
+	del := upsert(names[1], 1, 2, 0)
 	del.Kind, del.Fleet = fleet.KindDelete, fleet.State{}
-	_, err := s.Apply(ctx, del)
+	_, err = s.Apply(ctx, del)
 	require.NoError(t, err)
-	want := append(slices.Clone(names[1:]), names[0]) // the tombstone last
+	want := append(append([]string{names[0]}, names[2:]...), names[1]) // the tombstone last
 
 	namesOf := func(docs []*fleet.Document) []string {
 		var out []string

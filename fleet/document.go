@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"hash/fnv"
 	"time"
 )
@@ -25,11 +26,11 @@ type Document struct {
 	// (count and sum), reading documents only when they disagree.
 	DocID     string `json:"docID" firestore:"docID"`
 	DocIDHash int64  `json:"docIDHash" firestore:"docIDHash"`
-	// FeedShard is FeedShard(DocID): readers follow the documents
-	// written since a point through one index range per shard, so that
-	// no single range takes every write (see FeedShards). Absent (0) on
-	// documents written before it existed, which the feed misses until
-	// they are written again; a reader's full load holds them meanwhile.
+	// FeedShard is FeedShard(DocID, shards) of the deployment's shards:
+	// readers follow the documents written since a point through one
+	// index range per shard, so that no single range takes every write
+	// (see MaxFeedShards). The store sets it as it writes. Absent (0) on
+	// documents written before it existed, which is the first shard.
 	FeedShard int64 `json:"feedShard" firestore:"feedShard"`
 
 	// The fleet's state; empty on tombstones.
@@ -197,7 +198,6 @@ func ApplyFleetEvent(stored *Document, ev Event, now time.Time, retention time.D
 		Version:     ev.Version,
 		DocID:       id,
 		DocIDHash:   IDHash(id),
-		FeedShard:   FeedShard(id),
 		UID:         ev.Fleet.UID,
 		Labels:      ev.Fleet.Labels,
 		Annotations: ev.Fleet.Annotations,
@@ -223,20 +223,33 @@ func ApplyFleetEvent(stored *Document, ev Event, now time.Time, retention time.D
 	}
 }
 
-// FeedShards is how many shards the fleet documents' change feed is spread
-// over. Readers follow the fleets written since a point by writtenAt, a
-// field every write increases: Firestore sustains about 500 writes a
-// second into one index range whose values increase like that, so the
-// feed's index leads with the shard and each shard's range takes its own
-// share — 30 × 500 = 15 000 writes a second for the collection
+// MaxFeedShards is the most shards the fleet documents' change feed can be
+// spread over. Readers follow the fleets written since a point by
+// writtenAt, a field every write increases: Firestore sustains about 500
+// writes a second into one index range whose values increase like that,
+// so the feed's index leads with the shard and each shard's range takes
+// its own share — 500 writes a second per shard, 15 000 at 30
 // (docs/capacity.md). 30 is Firestore's limit on the values of one "in"
 // filter: one query, and one realtime listener, still follow every shard.
-const FeedShards = 30
+const MaxFeedShards = 30
 
-// FeedShard is the change feed's shard of a fleet document: its ID's
-// IDHash modulo FeedShards, so that the fleets, not their writes in time,
-// spread the feed, and a fleet stays in one shard.
-func FeedShard(docID string) int64 { return IDHash(docID) % FeedShards }
+// DefaultFeedShards is the feed's shards unless a deployment asks for
+// more (FEED_SHARDS; Terraform's feed_shards): one range, 500 writes a
+// second, five times the reference deployment's changes.
+const DefaultFeedShards = 1
+
+// FeedShard is a fleet document's shard among shards (1 to
+// MaxFeedShards): its ID's IDHash modulo shards, so that the fleets, not
+// their writes in time, spread the feed, and a fleet stays in one shard.
+func FeedShard(docID string, shards int) int64 { return IDHash(docID) % int64(max(shards, 1)) }
+
+// ValidateFeedShards checks a deployment's feed shards.
+func ValidateFeedShards(shards int) error {
+	if shards < 1 || shards > MaxFeedShards {
+		return fmt.Errorf("%w: feed shards %d: want 1 to %d (Firestore's limit on an \"in\" filter)", ErrInvalid, shards, MaxFeedShards)
+	}
+	return nil
+}
 
 // IDHash is a document ID's 32-bit FNV-1a hash: a sum of them over a
 // snapshot part's fleets fits an int64 for any number of fleets.
@@ -258,7 +271,6 @@ func Tombstone(k Key, v Version, p Publisher, observed, now time.Time, retention
 		Version:    v,
 		DocID:      k.DocID(),
 		DocIDHash:  IDHash(k.DocID()),
-		FeedShard:  FeedShard(k.DocID()),
 		Publisher:  p,
 		ObservedAt: observed,
 		IngestedAt: now,

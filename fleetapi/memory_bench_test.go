@@ -66,7 +66,7 @@ func typicalFleet(cluster string, i int, at time.Time) *fleet.Document {
 	return &fleet.Document{
 		Cluster: strings.Clone(cluster), Namespace: strings.Clone("games"), Name: name,
 		Version: fleet.Version{Term: at.UnixMilli(), Seq: int64(i + 1)}, DocID: k.DocID(), DocIDHash: fleet.IDHash(k.DocID()),
-		FeedShard: fleet.FeedShard(k.DocID()), UID: fmt.Sprintf("%08x-4b8e-9d0a-%012x", i, i*7919),
+		FeedShard: fleet.FeedShard(k.DocID(), fleet.MaxFeedShards), UID: fmt.Sprintf("%08x-4b8e-9d0a-%012x", i, i*7919),
 		Labels: map[string]string{
 			strings.Clone("platform"): strings.Clone(platform), strings.Clone("app.kubernetes.io/version"): strings.Clone("1.42.0"),
 			strings.Clone("region"): strings.Clone("europe-west1"), strings.Clone("mode"): strings.Clone([]string{"ranked", "casual", "custom"}[i%3]),

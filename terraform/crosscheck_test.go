@@ -127,7 +127,7 @@ func TestTheFunctionsAreCreatedAfterTheirIndexes(t *testing.T) {
 	waits := map[string][]*hclsyntax.Block{
 		"fleet_reconcile":       {functions["ingest"]},
 		"fleet_feed":            {functions["query"], services["query"]},
-		"fleet_feed_by_cluster": {functions["query_partition"]},
+		"fleet_feed_by_cluster": {functions["query"]},
 	}
 	require.ElementsMatch(t, slices.Collect(maps.Keys(indexes)), slices.Collect(maps.Keys(waits)), "every index is some function's")
 	for name, ix := range indexes {
@@ -372,8 +372,10 @@ func TestTheAPIDocumentNamesWhatTerraformDeploys(t *testing.T) {
 	}
 	fn := resources(moduleBody(t), "google_cloudfunctions2_function")["query"]
 	require.NotNil(t, fn)
+	// The query function of every cluster (each.key "all").
 	name, diags := fn.Body.Attributes["name"].Expr.Value(&hcl.EvalContext{Variables: map[string]cty.Value{
-		"var": cty.ObjectVal(map[string]cty.Value{"name_prefix": cty.StringVal(prefix)}),
+		"var":  cty.ObjectVal(map[string]cty.Value{"name_prefix": cty.StringVal(prefix)}),
+		"each": cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal("all")}),
 	}})
 	require.False(t, diags.HasErrors(), diags.Error())
 	assert.Equal(t, name.AsString(), doc.Servers[0].Variables["service"].Default)

@@ -16,6 +16,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/telemetry"
 	"github.com/fleetcast/fleetcast/version"
@@ -114,6 +115,25 @@ func (e *Env) Int(p *int, name string, def, least int) {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < least {
 			return fmt.Errorf("want a whole number of at least %d, such as %d", least, def)
+		}
+		*p = n
+		return nil
+	})
+}
+
+// FeedShards is FEED_SHARDS, the shards of the fleets' change feed, which
+// the ingest writes and the query side follows (firestoredb.Store.
+// WithFeedShards): 1 to fleet.MaxFeedShards, fleet.DefaultFeedShards when
+// unset. Both functions of a deployment must read the same.
+func (e *Env) FeedShards(p *int) {
+	*p = fleet.DefaultFeedShards
+	e.Func("FEED_SHARDS", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("want a whole number from 1 to %d", fleet.MaxFeedShards)
+		}
+		if err := fleet.ValidateFeedShards(n); err != nil {
+			return err
 		}
 		*p = n
 		return nil

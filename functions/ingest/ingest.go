@@ -415,6 +415,9 @@ type Config struct {
 	// FullReconcileEvery: one snapshot part in this many reads its
 	// range's documents although its aggregation agrees.
 	FullReconcileEvery int
+	// FeedShards are the shards of the fleets' change feed
+	// (firestoredb.Store.WithFeedShards), the query side's too.
+	FeedShards int
 	// MaxClusterInFlight bounds one cluster's upserts and deletes in
 	// flight on an instance: past it they are asked for again
 	// (ErrOverShare). Below the instance's request concurrency, it keeps
@@ -438,6 +441,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	e.Duration(&c.MaxClockSkew, "MAX_CLOCK_SKEW", fleet.DefaultMaxClockSkew)
 	e.Int(&c.FullReconcileEvery, "FULL_RECONCILE_EVERY", firestoredb.DefaultFullReconcileEvery, 1)
 	e.Int(&c.MaxClusterInFlight, "MAX_CLUSTER_IN_FLIGHT", DefaultMaxClusterInFlight, 1)
+	e.FeedShards(&c.FeedShards)
 	e.String(&c.TopicPrefix, "TOPIC_PREFIX", DefaultTopicPrefix)
 	e.Level(&c.LogLevel, "LOG_LEVEL")
 	e.Ratio(&c.TraceSampleRatio, "TRACE_SAMPLE_RATIO", 0)
@@ -458,7 +462,8 @@ var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*H
 	if _, err := fnruntime.Tracing(ctx, os.Getenv, "fleetcast-ingest", cfg.TraceSampleRatio); err != nil {
 		return nil, fmt.Errorf("configure IngestFleetEvents: %w", err)
 	}
-	store := firestoredb.New(client, cfg.TombstoneRetention, time.Now).WithFullReconcileEvery(cfg.FullReconcileEvery)
+	store := firestoredb.New(client, cfg.TombstoneRetention, time.Now).WithFullReconcileEvery(cfg.FullReconcileEvery).
+		WithFeedShards(cfg.FeedShards)
 	log := logging.New(os.Stdout, cfg.LogLevel, logging.WithProject(fnruntime.Project(os.Getenv)))
 	fnruntime.Started(log, "IngestFleetEvents")
 	return NewHandler(store, log, cfg, time.Now), nil

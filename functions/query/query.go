@@ -349,14 +349,19 @@ type Config struct {
 	TraceSampleRatio float64
 	// StreamWriteTimeout: see DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
-	Metrics            fleetmetrics.Options
+	// FeedShards are the shards of the fleets' change feed the view
+	// follows (FEED_SHARDS; firestoredb.Store.WithFeedShards), the
+	// ingest's.
+	FeedShards int
+	Metrics    fleetmetrics.Options
 }
 
 // ConfigFromEnv reads STALE_AFTER, MAX_STALENESS (0: every answer waits
 // for a sync), CLUSTER_REFRESH, COMMIT_LAG, WATCH_POLL, HEARTBEAT,
 // STREAM_WRITE_TIMEOUT, MAX_STREAMS, VIEW_MAX_BYTES, FEED_MAX_BYTES,
 // VIEW_CLUSTERS (the clusters of this instance's partition,
-// comma-separated, at most 30; unset: every cluster),
+// comma-separated, at most 30; unset: every cluster), FEED_SHARDS (the
+// ingest's),
 // METRICS_LABELS (fleet label keys, comma-separated), METRICS_MAX_SERIES,
 // METRICS_AGGREGATE, PLACEMENT_POLICY (the placement policy of a
 // request that gives none: rules SELECTOR:PRIORITY[:WEIGHT], separated
@@ -385,6 +390,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	e.Bytes(&c.View.MaxViewBytes, "VIEW_MAX_BYTES", fleetapi.DefaultMaxViewBytes)
 	e.Bytes(&c.View.FeedMaxBytes, "FEED_MAX_BYTES", fleetapi.DefaultFeedMaxBytes)
 	e.Int(&c.View.MaxWatches, "MAX_STREAMS", fleetapi.DefaultMaxWatches, 1)
+	e.FeedShards(&c.FeedShards)
 	e.Func("VIEW_CLUSTERS", func(v string) error {
 		var names []string
 		for n := range strings.SplitSeq(v, ",") {
@@ -450,9 +456,10 @@ func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Hand
 	log := logging.New(logs, cfg.LogLevel, logging.WithProject(fnruntime.Project(getenv)))
 	cfg.View.Log = log
 	fnruntime.Started(log, "QueryFleets")
-	var src fleetapi.Source = firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now)
+	store := firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now).WithFeedShards(cfg.FeedShards)
+	var src fleetapi.Source = store
 	if len(cfg.View.Clusters) > 0 {
-		if src, err = src.(*firestoredb.Store).Partition(cfg.View.Clusters); err != nil {
+		if src, err = store.Partition(cfg.View.Clusters); err != nil {
 			return nil, fmt.Errorf("configure the query API: VIEW_CLUSTERS: %w", err)
 		}
 		log.Info("query view holds a partition", "clusters", cfg.View.Clusters)

@@ -35,6 +35,9 @@ locals {
     FIRESTORE_DATABASE   = var.firestore_database
     LOG_LEVEL            = var.log_level
     TRACE_SAMPLE_RATIO   = tostring(var.trace_sample_ratio)
+    # The ingest writes each fleet's feed shard, the query side follows
+    # them all: the same for both.
+    FEED_SHARDS = tostring(var.feed_shards)
   }
   # The query side's settings, the function's or the service's alike
   # (cmd/fleetcast-query reads the function's environment).
@@ -54,16 +57,19 @@ locals {
     METRICS_AGGREGATE    = tostring(var.query_metrics_aggregate)
     PLACEMENT_POLICY     = join(";", var.query_placement_policy)
     # Every cluster; a partition's function names its own
-    # (query_partitions).
+    # (query_functions).
     VIEW_CLUSTERS = ""
   })
   # The Cloud Run service that answers queries: the function's, or the
   # query service's (query_mode).
-  query_service = var.query_mode == "function" ? google_cloudfunctions2_function.query[0].service_config[0].service : google_cloud_run_v2_service.query[0].name
+  query_service = var.query_mode == "function" ? google_cloudfunctions2_function.query["all"].service_config[0].service : google_cloud_run_v2_service.query[0].name
   mtls          = var.query_mode == "service" && var.query_mtls != null
   query_url = (local.mtls ? "https://${var.query_mtls.domains[0]}" :
-  var.query_mode == "function" ? google_cloudfunctions2_function.query[0].service_config[0].uri : google_cloud_run_v2_service.query[0].uri)
-  database = var.create_firestore_database ? google_firestore_database.this[0].name : var.firestore_database
+  var.query_mode == "function" ? google_cloudfunctions2_function.query["all"].service_config[0].uri : google_cloud_run_v2_service.query[0].uri)
+  # The query functions: "all" for every cluster, and each partition's,
+  # by the clusters their views hold (none named: every cluster).
+  query_functions = var.query_mode == "function" ? merge({ all = [] }, var.query_partitions) : {}
+  database        = var.create_firestore_database ? google_firestore_database.this[0].name : var.firestore_database
   # The fleet document's fields no query uses (besides annotations and
   # expireAt, which have resources of their own): google_firestore_field.
   # fleet_unindexed.
@@ -298,9 +304,8 @@ resource "google_firestore_index" "fleet_reconcile" {
 # The change feed the query side's views follow (feedShard in every shard,
 # writtenAt >= a point, ordered by writtenAt): writtenAt increases with
 # every write, so the index leads with the shard, as Google's "sharded
-# timestamps" prescribe — each of the 30 shards' ranges takes about 500
-# writes a second, 15 000 for the collection, where writtenAt's own index
-# would take 500 (docs/capacity.md). The other queries need no composite
+# timestamps" prescribe — each of the feed_shards shards' ranges takes
+# about 500 writes a second, 15 000 at 30 (docs/capacity.md). The other queries need no composite
 # index: fleetwatch's equality filters, and the range read of a part that
 # disagrees, over document IDs.
 resource "google_firestore_index" "fleet_feed" {
@@ -567,11 +572,15 @@ resource "google_cloudfunctions2_function" "ingest" {
   depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_reconcile, google_firestore_index.fleet_feed]
 }
 
+# The query functions (query_mode = "function"): "all", whose view holds
+# every cluster, and one per query_partitions key, whose view holds that
+# partition's clusters only (VIEW_CLUSTERS; docs/capacity.md, "The query
+# view's memory").
 resource "google_cloudfunctions2_function" "query" {
-  count    = var.query_mode == "function" ? 1 : 0
+  for_each = local.query_functions
   project  = var.project_id
   location = var.region
-  name     = "${var.name_prefix}-query"
+  name     = each.key == "all" ? "${var.name_prefix}-query" : "${var.name_prefix}-query-${each.key}"
   build_config {
     runtime         = var.go_runtime
     entry_point     = "QueryFleets"
@@ -595,46 +604,18 @@ resource "google_cloudfunctions2_function" "query" {
     min_instance_count               = var.query_min_instances
     max_instance_count               = var.query_max_instances
     max_instance_request_concurrency = var.query_concurrency
-    environment_variables            = local.query_env
-  }
-  # The views follow the fleets through the feed's index: Firestore
-  # refuses the query until it is built.
-  depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_feed]
-}
-
-# query_partitions: one QueryFleets function per partition, the query
-# function's settings and identity, its view holding the partition's
-# clusters only (VIEW_CLUSTERS; docs/capacity.md, "The query view's
-# memory").
-resource "google_cloudfunctions2_function" "query_partition" {
-  for_each = var.query_partitions
-  project  = var.project_id
-  location = var.region
-  name     = "${var.name_prefix}-query-${each.key}"
-  build_config {
-    runtime         = var.go_runtime
-    entry_point     = "QueryFleets"
-    service_account = google_service_account.build.id
-    source {
-      storage_source {
-        bucket = google_storage_bucket.source.name
-        object = google_storage_bucket_object.source.name
-      }
-    }
-  }
-  service_config {
-    service_account_email            = google_service_account.query.email
-    ingress_settings                 = "ALLOW_ALL"
-    all_traffic_on_latest_revision   = true
-    available_cpu                    = "1"
-    available_memory                 = "512Mi"
-    timeout_seconds                  = var.query_timeout_seconds
-    min_instance_count               = var.query_min_instances
-    max_instance_count               = var.query_max_instances
-    max_instance_request_concurrency = var.query_concurrency
     environment_variables            = merge(local.query_env, { VIEW_CLUSTERS = join(",", each.value) })
   }
-  depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_feed_by_cluster]
+  # The views follow the fleets through the feed's index, a partition's
+  # through its clusters' index: Firestore refuses the query until it is
+  # built.
+  depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_feed, google_firestore_index.fleet_feed_by_cluster]
+}
+
+# The query function was one resource with count before the partitions.
+moved {
+  from = google_cloudfunctions2_function.query[0]
+  to   = google_cloudfunctions2_function.query["all"]
 }
 
 # Who may call the query function may call each partition.
@@ -642,7 +623,7 @@ resource "google_cloud_run_v2_service_iam_member" "query_partition_invoker" {
   for_each = { for pair in setproduct(keys(var.query_partitions), concat(var.query_invokers, var.readers)) : "${pair[0]} ${pair[1]}" => pair }
   project  = var.project_id
   location = var.region
-  name     = google_cloudfunctions2_function.query_partition[each.value[0]].service_config[0].service
+  name     = google_cloudfunctions2_function.query[each.value[0]].service_config[0].service
   role     = "roles/run.invoker"
   member   = each.value[1]
 }

@@ -15,7 +15,7 @@ output "query_url" {
 
 output "query_partition_urls" {
   description = "Base URL of each query partition (query_partitions), whose answers are about its clusters only: a matchmaker asks the partition of its clusters. Empty without partitions."
-  value       = { for k, f in google_cloudfunctions2_function.query_partition : k => f.service_config[0].uri }
+  value       = { for k, f in google_cloudfunctions2_function.query : k => f.service_config[0].uri if k != "all" }
 }
 
 output "query_mtls_address" {

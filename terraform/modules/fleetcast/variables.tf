@@ -350,13 +350,23 @@ variable "query_max_view_bytes" {
   }
 }
 
+variable "feed_shards" {
+  type        = number
+  description = "Shards of the fleets' change feed (FEED_SHARDS, both functions): Firestore takes about 500 writes a second into the index range of a field that grows with every write, such as writtenAt, so the feed's index leads with a shard and the collection takes about 500 fleet writes a second per shard — 1 for up to 500 (five times the reference deployment), 30 (Firestore's limit on an \"in\" filter) for 15 000 (docs/capacity.md). Raise it before the writes need it; lowering it hides the dropped shards' fleets from the query side until they are written again or its next full load."
+  default     = 1
+  validation {
+    condition     = var.feed_shards >= 1 && var.feed_shards <= 30 && floor(var.feed_shards) == var.feed_shards
+    error_message = "feed_shards must be a whole number from 1 to 30 (Firestore's limit on the values of an \"in\" filter)."
+  }
+}
+
 variable "query_partitions" {
   type        = map(list(string))
   description = "Partitions of the query side, for a deployment whose fleets do not fit one instance's view (query_max_view_bytes; docs/capacity.md): each key names one more query function, NAME_PREFIX-query-KEY, whose view holds the listed clusters only (VIEW_CLUSTERS, at most 30) and reads only their documents. A matchmaker asks the partition of its clusters (output query_partition_urls); a partition refuses a request about another cluster. The query_url function still answers for every cluster. Empty: no partitions."
   default     = {}
   validation {
-    condition     = alltrue([for k, cs in var.query_partitions : can(regex("^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$", k)) && length(cs) >= 1 && length(cs) <= 30 && length(distinct(cs)) == length(cs)])
-    error_message = "query_partitions: each key must be a lowercase name of at most 20 characters (letters, digits, hyphens), each partition 1 to 30 distinct clusters (Firestore's limit on an \"in\" filter)."
+    condition     = alltrue([for k, cs in var.query_partitions : can(regex("^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$", k)) && k != "all" && length(cs) >= 1 && length(cs) <= 30 && length(distinct(cs)) == length(cs)])
+    error_message = "query_partitions: each key must be a lowercase name of at most 20 characters (letters, digits, hyphens) other than all (the query function of every cluster), each partition 1 to 30 distinct clusters (Firestore's limit on an \"in\" filter)."
   }
   validation {
     condition     = length(flatten(values(var.query_partitions))) == length(distinct(flatten(values(var.query_partitions))))

@@ -179,11 +179,11 @@ run "each_service_account_has_exactly_its_roles" {
     error_message = "the functions and each publisher write their spans, nothing else"
   }
   assert {
-    condition     = google_cloudfunctions2_function.ingest.service_config[0].environment_variables["TRACE_SAMPLE_RATIO"] == "0.01" && google_cloudfunctions2_function.query[0].service_config[0].environment_variables["TRACE_SAMPLE_RATIO"] == "0.01"
+    condition     = google_cloudfunctions2_function.ingest.service_config[0].environment_variables["TRACE_SAMPLE_RATIO"] == "0.01" && google_cloudfunctions2_function.query["all"].service_config[0].environment_variables["TRACE_SAMPLE_RATIO"] == "0.01"
     error_message = "both functions sample trace_sample_ratio"
   }
   assert {
-    condition     = google_cloudfunctions2_function.ingest.service_config[0].service_account_email == "fleetcast-ingest@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query[0].service_config[0].service_account_email == "fleetcast-query@studio-fleets.iam.gserviceaccount.com"
+    condition     = google_cloudfunctions2_function.ingest.service_config[0].service_account_email == "fleetcast-ingest@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query["all"].service_config[0].service_account_email == "fleetcast-query@studio-fleets.iam.gserviceaccount.com"
     error_message = "each function runs as its own service account"
   }
 }
@@ -191,7 +191,7 @@ run "each_service_account_has_exactly_its_roles" {
 run "functions_run_the_code_entry_points" {
   command = apply
   assert {
-    condition     = google_cloudfunctions2_function.ingest.build_config[0].entry_point == "IngestFleetEvents" && google_cloudfunctions2_function.query[0].build_config[0].entry_point == "QueryFleets"
+    condition     = google_cloudfunctions2_function.ingest.build_config[0].entry_point == "IngestFleetEvents" && google_cloudfunctions2_function.query["all"].build_config[0].entry_point == "QueryFleets"
     error_message = "entry points must be the registered function names"
   }
   assert {
@@ -249,7 +249,7 @@ run "every_attempt_before_the_subscription_drops_the_message" {
 run "builds_run_as_their_own_account" {
   command = apply
   assert {
-    condition     = google_cloudfunctions2_function.ingest.build_config[0].service_account == "projects/studio-fleets/serviceAccounts/fleetcast-build@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query[0].build_config[0].service_account == google_cloudfunctions2_function.ingest.build_config[0].service_account
+    condition     = google_cloudfunctions2_function.ingest.build_config[0].service_account == "projects/studio-fleets/serviceAccounts/fleetcast-build@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query["all"].build_config[0].service_account == google_cloudfunctions2_function.ingest.build_config[0].service_account
     error_message = "both functions build as the build service account"
   }
   assert {
@@ -272,7 +272,7 @@ run "functions_run_on_a_valid_cloud_run_size" {
     # Cloud Run: concurrency above 1 needs at least one vCPU, and one vCPU
     # takes 512 MiB to 4 GiB (terraform/crosscheck_test.go checks the rule
     # on the planned environments too).
-    condition     = alltrue([for f in [google_cloudfunctions2_function.ingest, google_cloudfunctions2_function.query[0]] : f.service_config[0].available_cpu == "1" && contains(["512Mi", "1Gi", "2Gi", "4Gi"], f.service_config[0].available_memory)])
+    condition     = alltrue([for f in [google_cloudfunctions2_function.ingest, google_cloudfunctions2_function.query["all"]] : f.service_config[0].available_cpu == "1" && contains(["512Mi", "1Gi", "2Gi", "4Gi"], f.service_config[0].available_memory)])
     error_message = "both functions run on one vCPU with 512 MiB to 4 GiB"
   }
 }
@@ -800,15 +800,15 @@ run "each_partition_is_a_query_function_of_its_clusters" {
     query_partitions = { pc = ["pc-eu"], consoles = ["ps5-us"] }
   }
   assert {
-    condition     = google_cloudfunctions2_function.query_partition["pc"].name == "fleetcast-query-pc" && google_cloudfunctions2_function.query_partition["pc"].service_config[0].environment_variables["VIEW_CLUSTERS"] == "pc-eu" && google_cloudfunctions2_function.query_partition["consoles"].service_config[0].environment_variables["VIEW_CLUSTERS"] == "ps5-us"
+    condition     = google_cloudfunctions2_function.query["pc"].name == "fleetcast-query-pc" && google_cloudfunctions2_function.query["pc"].service_config[0].environment_variables["VIEW_CLUSTERS"] == "pc-eu" && google_cloudfunctions2_function.query["consoles"].service_config[0].environment_variables["VIEW_CLUSTERS"] == "ps5-us"
     error_message = "a partition's function holds its clusters (VIEW_CLUSTERS)"
   }
   assert {
-    condition     = google_cloudfunctions2_function.query_partition["pc"].build_config[0].entry_point == "QueryFleets" && google_cloudfunctions2_function.query_partition["pc"].service_config[0].service_account_email == google_cloudfunctions2_function.query[0].service_config[0].service_account_email && google_cloudfunctions2_function.query_partition["pc"].service_config[0].environment_variables["MAX_STREAMS"] == google_cloudfunctions2_function.query[0].service_config[0].environment_variables["MAX_STREAMS"]
+    condition     = google_cloudfunctions2_function.query["pc"].build_config[0].entry_point == "QueryFleets" && google_cloudfunctions2_function.query["pc"].service_config[0].service_account_email == google_cloudfunctions2_function.query["all"].service_config[0].service_account_email && google_cloudfunctions2_function.query["pc"].service_config[0].environment_variables["MAX_STREAMS"] == google_cloudfunctions2_function.query["all"].service_config[0].environment_variables["MAX_STREAMS"]
     error_message = "a partition runs QueryFleets as the query account, with the query function's settings"
   }
   assert {
-    condition     = google_cloudfunctions2_function.query[0].service_config[0].environment_variables["VIEW_CLUSTERS"] == ""
+    condition     = google_cloudfunctions2_function.query["all"].service_config[0].environment_variables["VIEW_CLUSTERS"] == ""
     error_message = "query_url still answers for every cluster"
   }
   assert {
@@ -824,7 +824,7 @@ run "each_partition_is_a_query_function_of_its_clusters" {
 run "no_partitions_no_partition_index" {
   command = plan
   assert {
-    condition     = length(google_firestore_index.fleet_feed_by_cluster) == 0 && length(google_cloudfunctions2_function.query_partition) == 0
+    condition     = length(google_firestore_index.fleet_feed_by_cluster) == 0 && keys(google_cloudfunctions2_function.query) == ["all"]
     error_message = "an index costs every write an entry: none that no query uses"
   }
 }
