@@ -6,6 +6,7 @@ package benchdoc
 
 import (
 	"bufio"
+	"cmp"
 	_ "embed"
 	"fmt"
 	"io"
@@ -49,7 +50,9 @@ func (s Source) Short() string { return s.Commit[:min(len(s.Commit), 7)] }
 var (
 	resultLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.+)$`)
 	headerLine = regexp.MustCompile(`^(goos|goarch|cpu|pkg): (.*)$`)
-	recordLine = regexp.MustCompile(`^(fleetcast|machine)-([a-z-]+): (.*)$`)
+	// recordLine is one of Record's lines; a program's log line that
+	// begins alike (fleetcast-query: …) is none.
+	recordLine = regexp.MustCompile(`^(fleetcast)-(commit|modified): (.*)$|^(machine)-([a-z-]+): (.*)$`)
 	commitHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
 )
 
@@ -69,10 +72,14 @@ func Parse(r io.Reader) (*Run, error) {
 			continue
 		}
 		if m := recordLine.FindStringSubmatch(line); m != nil {
-			if _, dup := records[m[1]+"-"+m[2]]; dup {
-				return nil, fmt.Errorf("line %d: %s-%s recorded twice: one run per file", n, m[1], m[2])
+			key, v := m[1]+"-"+m[2], m[3]
+			if m[1] == "" {
+				key, v = m[4]+"-"+m[5], m[6]
 			}
-			records[m[1]+"-"+m[2]] = m[3]
+			if _, dup := records[key]; dup {
+				return nil, fmt.Errorf("line %d: %s recorded twice: one run per file", n, key)
+			}
+			records[key] = v
 			continue
 		}
 		m := resultLine.FindStringSubmatch(line)
@@ -148,6 +155,34 @@ func (r *Run) Spread(bench, unit string) (lo, hi float64, err error) {
 	return slices.Min(v), slices.Max(v), nil
 }
 
+// Runs are the benchmarks whose names start with prefix, ordered by the
+// number that follows it (churn=1, churn=2, churn=10), then by name.
+func (r *Run) Runs(prefix string) []string {
+	var out []string
+	for name := range r.Results {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, name)
+		}
+	}
+	param := func(name string) float64 {
+		rest := strings.TrimPrefix(name, prefix)
+		_, v, _ := strings.Cut(rest, "=")
+		v, _, _ = strings.Cut(v, "/")
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return math.Inf(1)
+		}
+		return f
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		if c := cmp.Compare(param(a), param(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return out
+}
+
 // Count is how many result lines a benchmark has.
 func (r *Run) Count(bench string) (int, error) {
 	lines, ok := r.Results[bench]
@@ -212,6 +247,7 @@ func Render(w io.Writer, run *Run) error {
 		"sub":       func(a, b int) int { return a - b },
 		"dur":       func(d time.Duration) float64 { return d.Seconds() },
 		"list":      func(v ...string) []string { return v },
+		"runs":      run.Runs,
 		"hasPrefix": strings.HasPrefix,
 	}
 	t, err := template.New("BENCHMARKS.md").Funcs(funcs).Option("missingkey=error").Parse(docTemplate)
@@ -250,6 +286,7 @@ type Bills struct {
 	TenTimes struct {
 		Deployment                bill.Deployment
 		Fleetcast, Baseline, Fair bill.Bill
+		Components                []Component
 	}
 }
 
@@ -277,22 +314,31 @@ func bills(run *Run, bench string) (*Bills, error) {
 	b.TenTimes.Baseline = bill.Baseline(b.TenTimes.Deployment, m.Baseline, bill.Prices)
 	b.TenTimes.Fair = bill.FairBaseline(b.TenTimes.Deployment, m, bill.Prices)
 	b.Regional.Fair = bill.FairBaseline(bill.Reference, m, b.Regional.Prices)
+	b.Components = components(b.Fleetcast, b.Fair, b.Baseline)
+	b.TenTimes.Components = components(b.TenTimes.Fleetcast, b.TenTimes.Fair, b.TenTimes.Baseline)
+	return b, nil
+}
+
+// components sums each component's lines of the three bills, side by side,
+// in the order they first appear.
+func components(fleetcast, fair, baseline bill.Bill) []Component {
+	var out []Component
 	index := map[string]int{}
 	add := func(lines []bill.Line, to func(*Component) *float64) {
 		for _, l := range lines {
 			i, ok := index[l.Component]
 			if !ok {
-				i = len(b.Components)
+				i = len(out)
 				index[l.Component] = i
-				b.Components = append(b.Components, Component{Name: l.Component})
+				out = append(out, Component{Name: l.Component})
 			}
-			*to(&b.Components[i]) += l.Cost
+			*to(&out[i]) += l.Cost
 		}
 	}
-	add(b.Fleetcast.Lines, func(c *Component) *float64 { return &c.Fleetcast })
-	add(b.Baseline.Lines, func(c *Component) *float64 { return &c.Baseline })
-	add(b.Fair.Lines, func(c *Component) *float64 { return &c.Fair })
-	return b, nil
+	add(fleetcast.Lines, func(c *Component) *float64 { return &c.Fleetcast })
+	add(fair.Lines, func(c *Component) *float64 { return &c.Fair })
+	add(baseline.Lines, func(c *Component) *float64 { return &c.Baseline })
+	return out
 }
 
 // sci formats a large quantity for a table: three significant digits

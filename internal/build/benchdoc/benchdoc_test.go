@@ -3,6 +3,7 @@ package benchdoc
 import (
 	"bytes"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -82,7 +83,11 @@ func TestParseErrors(t *testing.T) {
 	_, err = Parse(strings.NewReader(strings.Replace(record, "0123456789abcdef", "g123", 1) + "BenchmarkX-2  1  100 ns/op\n"))
 	assert.ErrorContains(t, err, "is not a full commit hash")
 	_, err = Parse(strings.NewReader(record + record + "BenchmarkX-2  1  100 ns/op\n"))
-	assert.ErrorContains(t, err, "recorded twice")
+	assert.ErrorContains(t, err, "fleetcast-commit recorded twice")
+	// A program's log lines that look alike are no record.
+	r, err := Parse(strings.NewReader(record + "fleetcast-query: stopping: streams end\nfleetcast-query: stopping: streams end\nBenchmarkX-2  1  100 ns/op\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "0123456", r.Source.Short())
 }
 
 func TestMissingMetricsAreErrors(t *testing.T) {
@@ -131,9 +136,6 @@ func TestNum(t *testing.T) {
 func TestRenderRecordedRun(t *testing.T) {
 	raw, err := os.ReadFile("testdata/bench.txt")
 	require.NoError(t, err)
-	// The recorded run is older than make bench's record of its commit and
-	// machine: a stand-in record, until the next run replaces the file.
-	raw = append([]byte(record), raw...)
 	r, err := Parse(bytes.NewReader(raw))
 	require.NoError(t, err)
 	var doc strings.Builder
@@ -175,4 +177,44 @@ func TestSci(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 999: "999", 0.25: "0.250", 9999: "9 999", 12345: "12.3 k", 2.63e6: "2.63 M", 164e9: "164 G", 1.5e12: "1.50 T"} {
 		assert.Equal(t, want, sci(v), "%v", v)
 	}
+}
+
+// TestRunsOrderByTheirParameter: a sweep's benchmarks come in the order of
+// their parameter's value, not of their names.
+func TestRunsOrderByTheirParameter(t *testing.T) {
+	r, err := Parse(strings.NewReader(record + "BenchmarkC/churn=10-2  1  1 u\nBenchmarkC/churn=2-2  1  1 u\nBenchmarkC/churn=1.5-2  1  1 u\nBenchmarkD  1  1 u\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"BenchmarkC/churn=1.5", "BenchmarkC/churn=2", "BenchmarkC/churn=10"}, r.Runs("BenchmarkC/"))
+	assert.Empty(t, r.Runs("BenchmarkE"))
+}
+
+// TestBenchmarksMdIsItsRecordedRun: the repository's BENCHMARKS.md is
+// exactly what the renderer makes of the run make bench kept
+// (testdata/bench.txt), and names the commit that run measured: a
+// document edited by hand, rendered from another run, or left behind by a
+// change of its template fails here.
+func TestBenchmarksMdIsItsRecordedRun(t *testing.T) {
+	raw, err := os.ReadFile("testdata/bench.txt")
+	require.NoError(t, err)
+	r, err := Parse(bytes.NewReader(raw))
+	require.NoError(t, err)
+	doc, err := os.ReadFile("../../../BENCHMARKS.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("one run of `make bench` at `([0-9a-f]+)`").FindSubmatch(doc)
+	require.NotNil(t, m, "BENCHMARKS.md names the commit its run measured")
+	assert.Equal(t, r.Source.Short(), string(m[1]), "BENCHMARKS.md's commit is its recorded run's")
+	var want strings.Builder
+	require.NoError(t, Render(&want, r))
+	if want.String() != string(doc) {
+		t.Errorf("BENCHMARKS.md is not what its recorded run renders to (go run ./internal/cmd/benchdoc -o BENCHMARKS.md internal/build/benchdoc/testdata/bench.txt), first difference at byte %d", firstDiff(want.String(), string(doc)))
+	}
+}
+
+func firstDiff(a, b string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
