@@ -67,24 +67,64 @@ func NewStreams(log *slog.Logger, writeTimeout time.Duration) *Streams {
 
 type responseKey struct{}
 
-// Bind returns r carrying w's http.ResponseController, through which
-// BeforeWrite sets each write's deadline.
-func (s *Streams) Bind(w http.ResponseWriter, r *http.Request) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), responseKey{}, http.NewResponseController(w)))
+// Bind returns w and r for a handler whose streams Arm their response: w
+// gives each write of an armed response the write timeout as the write
+// starts. A response bound already (a handler within another) keeps its
+// binding.
+func (s *Streams) Bind(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
+	if _, ok := w.(*streamWriter); ok {
+		return w, r
+	}
+	sw := &streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}
+	return sw, r.WithContext(context.WithValue(r.Context(), responseKey{}, sw))
 }
 
-// BeforeWrite returns what a stream calls before each write: it gives the
-// write the write timeout to complete, so that a client that stopped
-// reading fails the write instead of holding the stream open. It does
-// nothing for a request Bind did not bind.
-func (s *Streams) BeforeWrite(ctx context.Context) func() {
-	rc, _ := ctx.Value(responseKey{}).(*http.ResponseController)
-	return func() {
-		if rc != nil {
-			_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
-		}
+// Arm gives every later write of ctx's response, and its flushes, the
+// write timeout to complete, counted from the moment each starts: a client
+// that stopped reading fails the write instead of holding the stream open,
+// while a stream that was quiet, or a server that was busy, before a write
+// costs that write none of its time. (A deadline set once per message
+// would count the message's making, and a stream's last message after a
+// quiet spell would find its deadline past.) It does nothing for a request
+// Bind did not bind.
+func (s *Streams) Arm(ctx context.Context) {
+	if w, ok := ctx.Value(responseKey{}).(*streamWriter); ok {
+		w.armed.Store(true)
 	}
 }
+
+// streamWriter is a bound response: once armed, each Write and Flush first
+// sets the connection's write deadline (per stream over HTTP/2).
+type streamWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	armed   atomic.Bool
+}
+
+func (w *streamWriter) deadline() {
+	if w.armed.Load() {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+}
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	w.deadline()
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush is http.Flusher's, for connect-go.
+func (w *streamWriter) Flush() { _ = w.FlushError() }
+
+// FlushError is what http.ResponseController.Flush calls: the flush's
+// error, which is how a write past its deadline ends a stream.
+func (w *streamWriter) FlushError() error {
+	w.deadline()
+	return w.rc.Flush()
+}
+
+// Unwrap gives http.ResponseController the response beneath.
+func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Stalled reports whether a stream's error is a write that missed its
 // deadline, and logs it: the client stopped reading, and the stream is
@@ -202,6 +242,6 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...Option) (string
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 		}
-		h.ServeHTTP(w, i.streams.Bind(w, r))
+		h.ServeHTTP(i.streams.Bind(w, r))
 	})
 }

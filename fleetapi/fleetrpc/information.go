@@ -131,9 +131,8 @@ func (s *information) WatchFleets(ctx context.Context, req *connect.Request[flee
 	}
 	ctx, stop := StreamContext(ctx)
 	defer stop()
-	deadline := s.streams.BeforeWrite(ctx)
+	s.streams.Arm(ctx)
 	err = s.svc.Watch(ctx, q, token, func(e fleetapi.Event) error {
-		deadline()
 		return stream.Send(fleetpb.Event(e))
 	})
 	switch {

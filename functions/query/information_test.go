@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -72,7 +71,7 @@ func serverWith(t *testing.T, hopts ...query.HandlerOption) (*httptest.Server, *
 				Publisher: fleet.Publisher{ID: "p"}, ObservedAt: now.Add(-time.Second), IngestedAt: now, LagMillis: 5})
 		}
 	}
-	log := logging.New(io.Discard, logging.LevelWarning)
+	log := logging.New(t.Output(), logging.LevelWarning) // shown with a failure, and with -v
 	opts := fleetapi.Options{MaxStaleness: -1, WatchPoll: 5 * time.Millisecond, ClusterRefresh: -1, Log: log, MaxWatches: 2000}
 	srv := httptest.NewUnstartedServer(query.NewHandler(fleetapi.NewService(mem, opts), log, hopts...))
 	srv.Config.Protocols = new(http.Protocols)

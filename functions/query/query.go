@@ -105,8 +105,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 	}
-	// A stream sets a deadline before each write (Streams.BeforeWrite).
-	h.mux.ServeHTTP(w, h.streams.Bind(w, r))
+	// A stream's writes each have the write timeout (Streams.Arm).
+	h.mux.ServeHTTP(h.streams.Bind(w, r))
 }
 
 // An endpoint validates its request and returns the ETag key of its answer

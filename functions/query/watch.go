@@ -33,10 +33,9 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	ctx, stop := fleetrpc.StreamContext(r.Context())
 	defer stop()
 	rc := http.NewResponseController(w)
-	deadline := h.streams.BeforeWrite(ctx)
+	h.streams.Arm(ctx)
 	started := false
 	err = h.svc.Watch(ctx, q, token, func(e fleetapi.Event) error {
-		deadline()
 		if !started {
 			hd := w.Header()
 			hd.Set("Content-Type", "text/event-stream")

@@ -142,13 +142,17 @@ func TestWatchBadRequests(t *testing.T) {
 // TestStreamsEndBeforeTheTimeout: with a request deadline (the Functions
 // Framework sets one from Cloud Run's timeout), a watch ends shortly before
 // it, telling the client to resume: UNAVAILABLE over RPC, an error event
-// over SSE.
+// over SSE. The stream was quiet for longer than the stream write timeout
+// before its end: that last message has the whole timeout to be written.
 func TestStreamsEndBeforeTheTimeout(t *testing.T) {
 	mem := fleetapitest.NewMemory(time.Now)
 	log := logging.New(io.Discard, logging.LevelWarning)
-	h := query.NewHandler(fleetapi.NewService(mem, fleetapi.Options{Log: log}), log)
+	const writeTimeout = 200 * time.Millisecond
+	h := query.NewHandler(fleetapi.NewService(mem, fleetapi.Options{Log: log}), log, query.WithStreamWriteTimeout(writeTimeout))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second+300*time.Millisecond)
+		// The stream ends 2 s (the margin) before this: after its
+		// initial set, and 4 write timeouts of quiet.
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second+5*writeTimeout)
 		defer cancel()
 		h.ServeHTTP(w, r.WithContext(ctx))
 	}))
