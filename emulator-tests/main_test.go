@@ -205,18 +205,26 @@ func (c *logCollector) changed() <-chan struct{} {
 // id (processed, dropped or failed) and returns those lines.
 func (c *logCollector) waitMessage(tb testing.TB, id string, done func([]map[string]any) bool) []map[string]any {
 	tb.Helper()
+	return c.wait(tb, "messageId", id, done)
+}
+
+// wait waits until the lines whose field key equals value satisfy done,
+// and returns them: what a process wrote before it answered may still be
+// on its way through the pipe when the answer arrives.
+func (c *logCollector) wait(tb testing.TB, key, value string, done func([]map[string]any) bool) []map[string]any {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(tb.Context(), waitTimeout)
 	defer cancel()
 	for {
 		ch := c.changed()
-		lines := c.matching("messageId", id)
+		lines := c.matching(key, value)
 		if len(lines) > 0 && done(lines) {
 			return lines
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			tb.Fatalf("message %s: no final log line within %v; lines so far: %v", id, waitTimeout, lines)
+			tb.Fatalf("%s %s: no final log line within %v; lines so far: %v", key, value, waitTimeout, lines)
 			return nil
 		}
 	}

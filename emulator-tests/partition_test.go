@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/logging"
 )
 
 // TestAPartitionedQueryFunctionServesItsShare: QueryFleets deployed with
@@ -62,5 +63,6 @@ func TestAPartitionedQueryFunctionServesItsShare(t *testing.T) {
 	t.Cleanup(bad.stop)
 	r := a.doURL(strings.TrimSuffix(bad.url, "/"), http.MethodGet, "/v1/fleets", nil)
 	assert.Equal(t, http.StatusServiceUnavailable, r.status)
-	assert.NotEmpty(t, bad.logs.matching("message", "QueryFleets cannot start"), "the reason is logged")
+	reason := bad.logs.wait(t, "message", "QueryFleets cannot start", func([]map[string]any) bool { return true })
+	assert.Contains(t, reason[0][logging.KeyError], "VIEW_CLUSTERS", "the reason is logged")
 }
