@@ -146,9 +146,9 @@ func TestOneTraceFromStatusPatchToFirestoreWrite(t *testing.T) {
 	}
 	assert.Len(t, spans, bill.SpansPerTracedUpsert, "%q", spans)
 
-	// Its log line is joined to the span.
-	lines := fn.logs.matching(logging.FieldSpanID, applied.SpanID)
-	require.NotEmpty(t, lines, "a log line with the ingest span's ID")
+	// Its log line is joined to the span (the line comes through the
+	// function's stdout, the span through OTLP: either may come first).
+	lines := fn.logs.wait(t, logging.FieldSpanID, applied.SpanID, func([]map[string]any) bool { return true })
 	assert.Equal(t, "projects/"+project+"/traces/"+traceID, lines[0][logging.FieldTrace])
 	assert.Equal(t, true, lines[0][logging.FieldTraceSampled])
 	assert.Equal(t, "fleet event ingested", lines[0]["message"])
