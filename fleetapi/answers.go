@@ -2,15 +2,14 @@ package fleetapi
 
 import (
 	"cmp"
-	"fmt"
 	"iter"
 	"maps"
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetview"
 )
 
 // Fleet is one fleet in the query API.
@@ -190,131 +189,9 @@ func nonNil[V any](m map[string]V) map[string]V {
 	return m
 }
 
-// Encodable reports why an answer holding d could not be encoded, or nil:
-// a time outside years 1 to 9999 (what both Go's JSON encoding of a time
-// and a protobuf Timestamp can express) or a string that is not UTF-8
-// (protobuf's strings must be). The ingest function never stores such a
-// document; one written by anything else is left out of the view, so that
-// it fails no answer about the others.
-func Encodable(d *fleet.Document) error {
-	var bad []string
-	t := func(field string, v time.Time) {
-		if v.Before(firstAnswerable) || v.After(lastAnswerable) {
-			bad = append(bad, field)
-		}
-	}
-	s := func(field string, vs ...string) {
-		for _, v := range vs {
-			if !utf8.ValidString(v) {
-				bad = append(bad, field)
-				return
-			}
-		}
-	}
-	t("observedAt", d.ObservedAt)
-	s("cluster, namespace, name", d.Cluster, d.Namespace, d.Name)
-	s("degraded", d.Degraded)
-	s("publisher", d.Publisher.ID, d.Publisher.Version)
-	for k, v := range d.Labels {
-		s("labels", k, v)
-	}
-	for k, v := range d.Annotations {
-		s("annotations", k, v)
-	}
-	if d.Spec != nil {
-		s("spec", d.Spec.Scheduling, d.Spec.StrategyType)
-	}
-	if d.Status != nil {
-		for k := range d.Status.Counters {
-			s("status.counters", k)
-		}
-		for k := range d.Status.Lists {
-			s("status.lists", k)
-		}
-	}
-	if d.Rollout != nil {
-		for _, set := range d.Rollout.Sets {
-			s("rollout.sets", set.Name)
-		}
-	}
-	for _, a := range d.Autoscalers {
-		s("autoscalers", a.Name, a.Policy.Type, a.Policy.BufferSize, a.Policy.Key, a.Policy.WebhookHost)
-		if a.Status.LastScaleTime < 0 || a.Status.LastScaleTime > fleet.MaxMicros {
-			bad = append(bad, "autoscalers.status.lastScaleTime")
-		}
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("cannot be answered: %s out of range or not UTF-8", strings.Join(slices.Compact(bad), ", "))
-	}
-	return nil
-}
+// Encodable reports why an answer holding d could not be encoded, or nil
+// (fleetview.Encodable): such a document is left out of the view.
+func Encodable(d *fleet.Document) error { return fleetview.Encodable(d) }
 
 // ClusterEncodable is Encodable for a cluster document.
-func ClusterEncodable(c *fleet.ClusterDocument) error {
-	var bad []string
-	if c.HeartbeatAt.Before(firstAnswerable) || c.HeartbeatAt.After(lastAnswerable) {
-		bad = append(bad, "heartbeatAt")
-	}
-	ok := utf8.ValidString(c.Cluster) && utf8.ValidString(c.Publisher.ID) && utf8.ValidString(c.Publisher.Version)
-	for k, v := range c.Labels {
-		ok = ok && utf8.ValidString(k) && utf8.ValidString(v)
-	}
-	for k := range c.Totals.Counters {
-		ok = ok && utf8.ValidString(k)
-	}
-	for k := range c.Totals.Lists {
-		ok = ok && utf8.ValidString(k)
-	}
-	if !ok {
-		bad = append(bad, "a string")
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("cannot be answered: %s out of range or not UTF-8", strings.Join(bad, ", "))
-	}
-	return nil
-}
-
-// The times an answer can hold: years 1 to 9999.
-var (
-	firstAnswerable = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
-	lastAnswerable  = fleet.MaxMicros.Time().Add(999 * time.Nanosecond)
-)
-
-// docBytes estimates the heap a document takes in the view: its fixed part
-// (the document, its status, its entry and its place in the view's indexes),
-// each string, and each map entry with the map's overhead (measured: a label
-// of 314 bytes takes about 410, a counter about 100). BenchmarkInstanceMemory
-// holds it against the heap: 10 000 typical fleets count 15.4 MiB and take
-// 15.3, at fleet.MaxStateBytes they count 135 and take 131. The view and
-// the feed are bounded by it.
-func docBytes(d *fleet.Document) int {
-	if d == nil {
-		return 0
-	}
-	const fixed, entry, aggregate = 1280, 64, 48
-	n := fixed + len(d.Cluster) + len(d.Namespace) + len(d.Name) + len(d.UID) + len(d.DocID) + len(d.Degraded) +
-		len(d.Publisher.ID) + len(d.Publisher.Version)
-	for k, v := range d.Labels {
-		n += entry + len(k) + len(v)
-	}
-	for k, v := range d.Annotations {
-		n += entry + len(k) + len(v)
-	}
-	if d.Status != nil {
-		for k := range d.Status.Counters {
-			n += entry + aggregate + len(k)
-		}
-		for k := range d.Status.Lists {
-			n += entry + aggregate + len(k)
-		}
-	}
-	if d.Rollout != nil {
-		for _, s := range d.Rollout.Sets {
-			n += entry + len(s.Name)
-		}
-	}
-	for _, a := range d.Autoscalers {
-		n += 2*entry + len(a.Name) + len(a.Policy.Type) + len(a.Policy.BufferSize) + len(a.Policy.Key) + len(a.Policy.WebhookHost)
-	}
-	return n
-}
+func ClusterEncodable(c *fleet.ClusterDocument) error { return fleetview.ClusterEncodable(c) }

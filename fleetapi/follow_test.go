@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetview"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 )
 
@@ -109,7 +110,7 @@ func TestAQuietListenerIsPolled(t *testing.T) {
 
 // TestAViewPollsWhileItsListenerIsDown: when the listener fails, the view
 // polls every WatchPoll, so writes still reach the watches, and it starts
-// another listener followRetry later, from where its syncs got.
+// another listener fleetview.FollowRetry later, from where its syncs got.
 func TestAViewPollsWhileItsListenerIsDown(t *testing.T) {
 	w := newWorld(t)
 	l := listen(t, w, fleetapitest.Listening{Memory: w.mem}, Options{})
@@ -118,9 +119,9 @@ func TestAViewPollsWhileItsListenerIsDown(t *testing.T) {
 	w.put(doc("pc", "games", "a", nil, 1, nil))
 	assert.Equal(t, "a", l.next(t, Added).Fleet.Name, "the polls deliver")
 	require.Never(t, func() bool { return w.mem.Listeners() > 0 }, 50*time.Millisecond, time.Millisecond,
-		"a listener started again before followRetry")
+		"a listener started again before fleetview.FollowRetry")
 
-	w.clk.Add(followRetry)
+	w.clk.Add(fleetview.FollowRetry)
 	require.Eventually(t, func() bool { return w.mem.Listeners() == 1 }, 10*time.Second, time.Millisecond)
 	reads := w.mem.Reads()
 	w.put(doc("pc", "games", "a", nil, 2, nil))

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/fleetview"
 )
 
 // Tests of what one cluster's data may do to answers about the others:
@@ -43,7 +45,7 @@ func TestAClusterPastTheViewsBudgetIsLeftOut(t *testing.T) {
 	for i := range 5 {
 		w.put(doc("pc", "games", fmt.Sprintf("pc-%d", i), nil, 1, nil))
 	}
-	per := docBytes(doc("xbox", "games", "hog-0000", nil, 1, nil))
+	per := fleetview.DocBytes(doc("xbox", "games", "hog-0000", nil, 1, nil))
 	svc := w.service(Options{MaxViewBytes: 40 * per, Resync: time.Hour, TombstoneRetention: 24 * time.Hour})
 	require.NoError(t, svc.Sync(t.Context()))
 	c := newWatcher(t, svc, NewQuery())
@@ -62,9 +64,7 @@ func TestAClusterPastTheViewsBudgetIsLeftOut(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, cl.Stale)
 	assert.True(t, cl.OverBudget)
-	svc.mu.RLock()
-	assert.LessOrEqual(t, svc.view.bytes, 40*per)
-	svc.mu.RUnlock()
+	assert.LessOrEqual(t, svc.ViewBytes(), 40*per)
 	c.step(false, -1)
 	assert.Equal(t, want(t, svc, c.q), c.fleets, "a watch follows")
 	assert.Equal(t, true, c.clusters["xbox"].Stale)
@@ -84,26 +84,12 @@ func TestAClusterPastTheViewsBudgetIsLeftOut(t *testing.T) {
 	assert.False(t, cl.OverBudget)
 }
 
-// TestALoadHoldsNoMoreThanTheView: a full load admits documents as they
-// are read, so that it never holds more than the view may, however many a
-// cluster has: the one over budget is dropped as it grows, and its later
-// documents are not kept.
+// TestALoadHoldsNoMoreThanTheView: a new instance loads a store where one
+// cluster is over budget: it answers the others, and reports that one
+// stale and over budget (fleetview's TestALoadHoldsNoMoreThanTheView
+// shows the load never holds more than the view may).
 func TestALoadHoldsNoMoreThanTheView(t *testing.T) {
-	per := docBytes(doc("xbox", "games", "hog-0000", nil, 1, nil))
-	l := newLoading(40 * per)
-	for i := range 5 {
-		l.add(doc("pc", "games", fmt.Sprintf("pc-%d", i), nil, 1, nil))
-	}
-	for i := range 1000 {
-		l.add(doc("xbox", "games", fmt.Sprintf("hog-%04d", i), nil, 1, nil))
-		require.LessOrEqual(t, l.bytes, 40*per)
-	}
-	for i := range 5 {
-		l.add(doc("zz", "games", fmt.Sprintf("zz-%d", i), nil, 1, nil))
-	}
-	assert.Equal(t, map[string]bool{"xbox": true}, l.overBudget)
-	assert.Len(t, l.docs(), 10, "pc's and zz's")
-
+	per := fleetview.DocBytes(doc("xbox", "games", "hog-0000", nil, 1, nil))
 	// A new instance loads a store where one cluster is over budget.
 	w := newWorld(t)
 	w.put(doc("pc", "games", "pc-0", nil, 1, nil))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetview"
 )
 
 // instanceBytes is what a query instance is deployed with (Terraform:
@@ -161,7 +162,7 @@ func BenchmarkViewMemory(b *testing.B) {
 		for b.Loop() {
 			const clusters, perCluster = 100, 10000
 			src := newGenerated(clusters, perCluster)
-			clusterBytes := docBytes(typicalFleet(src.clusters[0], 0, src.at)) * perCluster
+			clusterBytes := fleetview.DocBytes(typicalFleet(src.clusters[0], 0, src.at)) * perCluster
 
 			// One view, as deployed: VIEW_MAX_BYTES leaves clusters out.
 			one, heapOne, _ := viewOf(b, src, Options{MaxStaleness: time.Hour})

@@ -183,8 +183,7 @@ func (r *Read) Place(req PlaceRequest) (Placements, error) {
 	filter.Counter, filter.List, filter.IncludeStale = "", "", true
 	rk := NewRanking[*fleet.Document](req.Count, req.Rand)
 	rules := map[string][2]int32{} // by cluster: priority and weight, -1 weight when no rule matches
-	for _, e := range r.s.view.sorted {
-		d := e.doc
+	for _, d := range r.snap.Entries() {
 		if d.Deleted {
 			continue
 		}
@@ -227,7 +226,7 @@ func (r *Read) Place(req PlaceRequest) (Placements, error) {
 }
 
 func (r *Read) clusterLabels(cluster string) map[string]string {
-	if c := r.s.view.clusters[cluster]; c != nil {
+	if c, ok := r.snap.Cluster(cluster); ok {
 		return c.Labels
 	}
 	return nil
@@ -240,7 +239,7 @@ func (r *Read) placement(c Candidate[*fleet.Document], need Need, weight int32) 
 	p := Placement{Cluster: d.Cluster, Namespace: d.Namespace, Name: d.Name, Labels: nonNil(d.Labels),
 		Resource: need.Resource(), Available: avail, ReadyReplicas: ReadyOf(d.Status), Priority: c.Priority, Weight: weight,
 		ObservedAt: d.ObservedAt, LagMillis: d.LagMillis, Stale: c.Stale}
-	if cl := r.s.view.clusters[d.Cluster]; cl != nil {
+	if cl, ok := r.snap.Cluster(d.Cluster); ok {
 		p.AllocatorEndpoint = cl.AllocatorEndpoint
 		p.HeartbeatAgeMillis = max(0, r.now.Sub(cl.IngestedAt).Milliseconds())
 	}

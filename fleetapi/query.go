@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetview"
 )
 
 // Limits of a query.
@@ -352,14 +353,20 @@ func (q Query) sortKey(d *fleet.Document) int64 {
 	return 0
 }
 
-// compare orders entries for q: by the sort key descending, then by
+// item is a fleet of an answer, with its document ID.
+type item struct {
+	id  string
+	doc *fleet.Document
+}
+
+// compare orders items for q: by the sort key descending, then by
 // document ID, which is (cluster, namespace, name) order.
-func (q Query) compare(a, b *entry) int {
+func (q Query) compare(a, b item) int {
 	return cmp.Or(cmp.Compare(q.sortKey(b.doc), q.sortKey(a.doc)), strings.Compare(a.id, b.id))
 }
 
 // afterCursor reports whether e comes after the position q.After.
-func (q Query) afterCursor(e *entry) bool {
+func (q Query) afterCursor(e item) bool {
 	c := q.After
 	return c == nil || cmp.Or(cmp.Compare(c.Key, q.sortKey(e.doc)), strings.Compare(e.id, c.ID)) > 0
 }
@@ -370,12 +377,12 @@ func (q Query) afterCursor(e *entry) bool {
 // than its page however many fleets match.
 type pager struct {
 	q     Query
-	top   []*entry // a max-heap under q.compare
-	total int      // entries matched
-	after int      // of those, after the cursor
+	top   []item // a max-heap under q.compare
+	total int    // entries matched
+	after int    // of those, after the cursor
 }
 
-func (p *pager) add(e *entry) {
+func (p *pager) add(e item) {
 	p.total++
 	if !p.q.afterCursor(e) {
 		return
@@ -392,7 +399,7 @@ func (p *pager) add(e *entry) {
 
 // page returns the page in q's order and the token of the next page ("" on
 // the last).
-func (p *pager) page() ([]*entry, string) {
+func (p *pager) page() ([]item, string) {
 	page := slices.SortedFunc(slices.Values(p.top), p.q.compare)
 	if p.after <= len(page) {
 		return page, ""
@@ -404,7 +411,7 @@ func (p *pager) page() ([]*entry, string) {
 func (p *pager) Len() int           { return len(p.top) }
 func (p *pager) Less(i, j int) bool { return p.q.compare(p.top[i], p.top[j]) > 0 }
 func (p *pager) Swap(i, j int)      { p.top[i], p.top[j] = p.top[j], p.top[i] }
-func (p *pager) Push(x any)         { p.top = append(p.top, x.(*entry)) }
+func (p *pager) Push(x any)         { p.top = append(p.top, x.(item)) }
 func (p *pager) Pop() any {
 	e := p.top[len(p.top)-1]
 	p.top = p.top[:len(p.top)-1]
@@ -412,10 +419,13 @@ func (p *pager) Pop() any {
 }
 
 // IsStale reports whether a cluster's last heartbeat was ingested more than
-// staleAfter before now (or it never sent one). It is judged on the ingest
-// function's clock (ingestedAt), never on the publisher's (heartbeatAt): a
-// publisher whose clock is slow would make its live cluster stale at every
-// snapshot, and a fast one would keep a dead cluster fresh.
+// staleAfter before now (or it never sent one): fleetview.IsStale.
 func IsStale(c *fleet.ClusterDocument, now time.Time, staleAfter time.Duration) bool {
-	return c == nil || now.Sub(c.IngestedAt) > staleAfter
+	return fleetview.IsStale(c, now, staleAfter)
+}
+
+// HasCluster reports whether a watch of q hears of cluster: every cluster,
+// unless q names some.
+func (q Query) HasCluster(name string) bool {
+	return len(q.Clusters) == 0 || slices.Contains(q.Clusters, name)
 }

@@ -4,97 +4,95 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"iter"
 	"log/slog"
-	"maps"
-	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetview"
 )
 
-// DefaultStaleAfter is three default snapshot intervals: a cluster whose
-// last heartbeat is older is stale, and its fleets are left out unless
-// asked for.
-const DefaultStaleAfter = 90 * time.Second
-
-// Defaults of Options.
+// Defaults of Options: the view engine's (package fleetview), and the
+// watches'.
 const (
+	// DefaultStaleAfter: a cluster whose last heartbeat is older is
+	// stale, and its fleets are left out unless asked for.
+	DefaultStaleAfter = fleetview.DefaultStaleAfter
 	// DefaultClusterRefresh is how often a view reads the cluster
 	// documents written since its last read of them.
-	DefaultClusterRefresh = time.Second
+	DefaultClusterRefresh = fleetview.DefaultClusterRefresh
 	// DefaultCommitLag bounds how long after its server timestamp a
-	// write may become visible to queries. The Firestore emulator
-	// showed up to 13 ms with four concurrent writers (docs/api.md).
-	DefaultCommitLag = 250 * time.Millisecond
-	// DefaultMaxStaleness is how old a view may be and still answer
-	// without waiting for a sync; see Options.MaxStaleness.
-	DefaultMaxStaleness = 250 * time.Millisecond
-	// DefaultMaxViewBytes bounds the view's fleet documents (docBytes):
-	// 10 000 fleets at fleet.MaxStateBytes take about 110 MiB, a typical
-	// fleet a tenth of one of those.
-	DefaultMaxViewBytes = 160 << 20
-	// DefaultMaxWatches is how many watches an instance serves at once:
-	// each holds at most a chunk of StepEvents events, a few KiB of
-	// buffers and the socket's (BENCHMARKS.md measures them), so that
-	// with the view they stay well inside a 512 MiB instance.
-	DefaultMaxWatches = 500
-	// DefaultResync is how often a view loads everything again, which
-	// bounds the life of any change it missed (a write that became
-	// visible later than CommitLag, or a clock off by more).
-	DefaultResync = 15 * time.Minute
+	// write may become visible to queries.
+	DefaultCommitLag = fleetview.DefaultCommitLag
+	// DefaultMaxStaleness: see Options.MaxStaleness.
+	DefaultMaxStaleness = fleetview.DefaultMaxStaleness
+	// DefaultMaxViewBytes bounds the view's fleet documents.
+	DefaultMaxViewBytes = fleetview.DefaultMaxViewBytes
+	// DefaultMaxWatches is how many watches an instance serves at once.
+	DefaultMaxWatches = fleetview.DefaultMaxWatches
+	// DefaultResync is how often a view loads everything again.
+	DefaultResync = fleetview.DefaultResync
+	// DefaultWatchPoll is how often a view with watches syncs when no
+	// listener delivers the writes.
+	DefaultWatchPoll = fleetview.DefaultWatchPoll
+	// DefaultFeedMaxBytes bounds the documents the feed of changes keeps
+	// alive.
+	DefaultFeedMaxBytes = fleetview.DefaultFeedMaxBytes
+	// DefaultHeartbeat is how often a watch sends a heartbeat.
+	DefaultHeartbeat = 15 * time.Second
 )
 
-// Options configure a Service; zero fields take their defaults.
+// StepEvents bounds the events a watch takes from the view at a time.
+const StepEvents = fleetview.StepEvents
+
+// Source is what a view reads (fleetview.Source).
+type Source = fleetview.Source
+
+// Follower is a Source with a realtime listener (fleetview.Follower).
+type Follower = fleetview.Follower
+
+// Options configure a Service; zero fields take their defaults. The
+// view's are fleetview.Options'.
 type Options struct {
 	// StaleAfter: a cluster whose heartbeat is older is stale.
 	StaleAfter time.Duration
-	// MaxStaleness is how long before a request the view's newest sync
-	// may have begun for the request to be answered without waiting for
-	// another: an answer then holds every write acknowledged more than
-	// MaxStaleness before the request (and, if it waited, every write
-	// acknowledged before it). The view syncs in the background once it
-	// is half that old. Negative: every request waits for a sync that
-	// begins after it arrived (read-your-writes).
+	// MaxStaleness: an answer comes from the view's newest snapshot at
+	// once; the view syncs in the background once that is older than
+	// half of this, and a request waits only when nothing was syncing a
+	// view older than this (an idle instance). Negative: every request
+	// waits for a sync that begins after it arrived (read-your-writes).
 	MaxStaleness time.Duration
 	// ClusterRefresh bounds how old the view's cluster documents
 	// (heartbeats, labels, totals) may be when it answers: they are
-	// read again at most this often, which spares a read per request
-	// at a high request rate. Fleet documents are read before every
-	// answer. Negative: before every answer too.
+	// read again at most this often. Negative: at every sync.
 	ClusterRefresh time.Duration
 	// CommitLag is how long after its server timestamp (writtenAt) a
 	// write may become visible to queries, plus how far the Service's
-	// clock may be ahead of Firestore's: each sync reads again what was
-	// stamped within CommitLag before the previous one.
+	// clock may be ahead of Firestore's.
 	CommitLag time.Duration
 	// Resync is how often the view loads everything again.
 	Resync time.Duration
-	// TombstoneRetention is how long Firestore keeps a tombstone: a
-	// view that has not synced for half of it loads everything again,
-	// since the tombstones of fleets deleted meanwhile may be gone.
+	// TombstoneRetention is how long Firestore keeps a tombstone.
 	TombstoneRetention time.Duration
 	// WatchPoll is how often the view syncs while watches run and no
-	// listener delivers the writes (a Source that is no Follower, or a
-	// listener that failed).
+	// listener delivers the writes.
 	WatchPoll time.Duration
 	// Heartbeat is how often a watch sends a heartbeat.
 	Heartbeat time.Duration
 	// SyncTimeout bounds one sync (default 30 s).
 	SyncTimeout time.Duration
-	// MaxViewBytes bounds the fleet documents the view holds, by
-	// docBytes (DefaultMaxViewBytes). Past it, the cluster whose fleets
-	// take the most is left out and reported stale until the next full
-	// load finds room for it: one cluster creating fleets without end
-	// cannot exhaust the instance that answers for all.
+	// MaxViewBytes bounds the fleet documents the view holds
+	// (DefaultMaxViewBytes). Past it, the cluster whose fleets take the
+	// most is left out and reported stale until the next full load
+	// finds room for it: one cluster creating fleets without end cannot
+	// exhaust the instance that answers for all.
 	MaxViewBytes int
 	// FeedMaxBytes bounds the documents the feed of changes keeps alive
 	// (DefaultFeedMaxBytes); a watch further behind restarts.
@@ -120,145 +118,108 @@ type Options struct {
 	Now func() time.Time
 	// Log receives the view's loads and skipped documents; none when nil.
 	Log *slog.Logger
+
+	// stepEvents is StepEvents (tests make it smaller).
+	stepEvents int
 }
 
-func (o Options) withDefaults() Options {
-	if o.StaleAfter <= 0 {
-		o.StaleAfter = DefaultStaleAfter
+// view returns the engine's options.
+func (o Options) view() fleetview.Options {
+	return fleetview.Options{
+		StaleAfter: o.StaleAfter, MaxStaleness: o.MaxStaleness, ClusterRefresh: o.ClusterRefresh, CommitLag: o.CommitLag,
+		Resync: o.Resync, TombstoneRetention: o.TombstoneRetention, WatchPoll: o.WatchPoll, SyncTimeout: o.SyncTimeout,
+		MaxViewBytes: o.MaxViewBytes, FeedMaxBytes: o.FeedMaxBytes, MaxWatches: o.MaxWatches, StepEvents: o.stepEvents,
+		Clusters: o.Clusters, Shown: shownHash, Now: o.Now, Log: o.Log,
 	}
-	switch {
-	case o.MaxStaleness == 0:
-		o.MaxStaleness = DefaultMaxStaleness
-	case o.MaxStaleness < 0:
-		o.MaxStaleness = 0
-	}
-	switch {
-	case o.ClusterRefresh == 0:
-		o.ClusterRefresh = DefaultClusterRefresh
-	case o.ClusterRefresh < 0:
-		o.ClusterRefresh = 0
-	}
-	if o.CommitLag <= 0 {
-		o.CommitLag = DefaultCommitLag
-	}
-	if o.Resync <= 0 {
-		o.Resync = DefaultResync
-	}
-	if o.TombstoneRetention <= 0 {
-		o.TombstoneRetention = fleet.DefaultTombstoneRetention
-	}
-	if o.WatchPoll <= 0 {
-		o.WatchPoll = DefaultWatchPoll
-	}
-	if o.Heartbeat <= 0 {
-		o.Heartbeat = DefaultHeartbeat
-	}
-	if o.SyncTimeout <= 0 {
-		o.SyncTimeout = 30 * time.Second
-	}
-	if o.MaxWatches <= 0 {
-		o.MaxWatches = DefaultMaxWatches
-	}
-	if o.FeedMaxBytes <= 0 {
-		o.FeedMaxBytes = DefaultFeedMaxBytes
-	}
-	if o.MaxViewBytes <= 0 {
-		o.MaxViewBytes = DefaultMaxViewBytes
-	}
-	if len(o.Clusters) > 0 {
-		o.Clusters = slices.Compact(slices.Sorted(slices.Values(o.Clusters)))
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
-	return o
+}
+
+// shownHash hashes what the API shows of a cluster's document but its
+// staleness: its heartbeat time, fleet count, totals, labels, publisher.
+func shownHash(c *fleet.ClusterDocument) uint64 {
+	b, _ := json.Marshal(NewCluster(c, false)) // plain data: cannot fail
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
 }
 
 // Service answers queries from an in-memory view of the live fleets and
-// clusters, synced from its Source before each answer at the cost of the
-// documents written since the previous sync. Its methods are safe for
-// concurrent use.
+// clusters (a fleetview.Engine): each answer is computed on one immutable
+// snapshot of it, which no sync and no other request changes or waits
+// for. Its methods are safe for concurrent use.
 type Service struct {
-	src  Source
+	eng  *fleetview.Engine
 	opts Options
-
-	mu   sync.RWMutex // guards view
-	view view
-
-	// epoch tells this Service's resume tokens from another's.
-	epoch uint64
-	// stepEvents is StepEvents (tests make it smaller).
-	stepEvents int
-	// unanswerable counts the documents left out because no answer
-	// could hold them (Encodable).
-	unanswerable atomic.Int64
-
-	syncMu   sync.Mutex // guards running, queued, watches and pollStop
-	running  *syncRound
-	queued   *syncRound
-	watches  int
-	pollStop chan struct{}
 }
 
 // NewService returns a Service over src. Nothing is read until the first
-// answer.
+// answer, or Start.
 func NewService(src Source, opts Options) *Service {
-	s := &Service{src: src, opts: opts.withDefaults(), epoch: rand.Uint64() | 1, stepEvents: StepEvents}
-	s.view.feed.updated = make(chan struct{})
-	s.view.feed.maxBytes = s.opts.FeedMaxBytes
-	s.view.maxBytes = s.opts.MaxViewBytes
-	s.view.clusterBytes, s.view.overBudget = map[string]int{}, map[string]bool{}
-	return s
+	eng := fleetview.New(src, opts.view())
+	v := eng.Options()
+	opts.StaleAfter, opts.Clusters, opts.Now, opts.Log = v.StaleAfter, v.Clusters, v.Now, v.Log
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	return &Service{eng: eng, opts: opts}
 }
 
-// Read is a consistent reading of the view, as current as Options say:
-// every write acknowledged before Service.Read was called is in it, or,
-// within MaxStaleness, every write acknowledged that long before; cluster
-// documents may be up to ClusterRefresh older. It is valid only during
-// the call Service.Read makes with it.
+// Start loads the view in the background, so that no request waits for
+// it: an instance calls it when it starts.
+func (s *Service) Start() { s.eng.Start() }
+
+// Sync waits for a sync of the view that begins after the call: then the
+// view holds every write acknowledged before the call.
+func (s *Service) Sync(ctx context.Context) error {
+	if err := s.eng.Sync(ctx); err != nil {
+		return storeErr(err)
+	}
+	return nil
+}
+
+// Read is a consistent reading of the view: one immutable snapshot, as
+// current as Options say, and the time it judges staleness at. It is valid
+// only during the call Service.Read makes with it.
 type Read struct {
 	s     *Service
+	snap  *fleetview.Snapshot
 	now   time.Time
 	stale map[string]bool // by cluster, for every cluster with a document
 	tag   uint64          // digest of the view and the staleness of its clusters
 }
 
-// Read syncs the view and calls f with a reading of it, returning f's
-// error. The view does not change during f, and syncs wait for it: keep
-// it short, and copy out what outlives it. The error is an *Error
-// (Unavailable or Internal) when the store cannot be read.
+// Read calls f with a reading of the view, returning f's error. The
+// reading is an immutable snapshot: f neither waits for a sync nor delays
+// one, nor any other request, however long it takes. The error is an
+// *Error (Unavailable or Internal) when the store cannot be read.
 func (s *Service) Read(ctx context.Context, f func(*Read) error) error {
-	r, err := s.read(ctx)
+	snap, err := s.eng.Read(ctx)
 	if err != nil {
-		return err
+		return storeErr(err)
 	}
-	defer r.s.mu.RUnlock()
-	return f(r)
+	return f(s.reading(snap))
 }
 
-// read syncs the view and returns a reading of it, holding the view's read
-// lock, which the caller releases.
-func (s *Service) read(ctx context.Context) (*Read, error) {
-	if err := s.sync(ctx); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	r := &Read{s: s, now: s.opts.Now(), stale: make(map[string]bool, len(s.view.clusters))}
+// reading is a Read of snap now.
+func (s *Service) reading(snap *fleetview.Snapshot) *Read {
+	r := &Read{s: s, snap: snap, now: s.opts.Now(), stale: make(map[string]bool, snap.ClusterCount())}
 	h := fnv.New64a()
-	h.Write(binary.LittleEndian.AppendUint64(nil, s.view.digest))
-	for _, name := range slices.Sorted(maps.Keys(s.view.clusters)) {
-		st := IsStale(s.view.clusters[name], r.now, s.opts.StaleAfter) || s.view.overBudget[name]
+	h.Write(binary.LittleEndian.AppendUint64(nil, snap.Digest()))
+	for name := range snap.Clusters() {
+		st := snap.StaleAt(name, r.now, s.opts.StaleAfter)
 		r.stale[name] = st
 		if st {
 			h.Write([]byte(name + "\x00"))
 		}
 	}
 	r.tag = h.Sum64()
-	return r, nil
+	return r
 }
+
+// Version identifies what the reading holds: it changes when any document
+// of the view or any cluster's staleness changes, and is the same for
+// every reading of the same snapshot at the same staleness. Figures
+// derived from a reading (the metrics) are cached by it.
+func (r *Read) Version() uint64 { return r.tag }
 
 // ETag returns the entity tag of the answer named by key (an endpoint and
 // its canonical parameters) in this reading: it changes when any document
@@ -289,9 +250,9 @@ func (r *Read) Fleets(q Query) (FleetList, error) {
 		return FleetList{}, err
 	}
 	p := &pager{q: q}
-	for _, e := range r.s.view.sorted {
-		if q.Matches(e.doc, r.isStale(e.doc.Cluster)) {
-			p.add(e)
+	for id, d := range r.candidates(q.Clusters) {
+		if q.Matches(d, r.isStale(d.Cluster)) {
+			p.add(item{id: id, doc: d})
 		}
 	}
 	page, next := p.page()
@@ -306,7 +267,7 @@ func (r *Read) Fleets(q Query) (FleetList, error) {
 // totals: most likely a typo, which would otherwise quietly match nothing.
 func (r *Read) knownKeys(q Query) error {
 	var counter, list bool
-	for _, c := range r.s.view.clusters {
+	for _, c := range r.snap.Clusters() {
 		_, hasCounter := c.Totals.Counters[q.Counter]
 		_, hasList := c.Totals.Lists[q.List]
 		counter, list = counter || hasCounter, list || hasList
@@ -328,19 +289,19 @@ func (r *Read) Fleet(k fleet.Key) (Fleet, error) {
 	if err := r.s.holds(k.Cluster); err != nil {
 		return Fleet{}, err
 	}
-	e, ok := r.s.view.byID[k.DocID()]
+	d, ok := r.snap.Fleet(k.DocID())
 	if !ok {
 		return Fleet{}, notFound("fleet %s: not found", k)
 	}
-	return NewFleet(e.doc, r.isStale(k.Cluster)), nil
+	return NewFleet(d, r.isStale(k.Cluster)), nil
 }
 
 // Clusters returns every cluster, by name.
 func (r *Read) Clusters() ClusterList {
-	out := ClusterList{Items: make([]Cluster, 0, len(r.s.view.clusters))}
-	for _, name := range slices.Sorted(maps.Keys(r.s.view.clusters)) {
-		c := NewCluster(r.s.view.clusters[name], r.stale[name])
-		c.OverBudget = r.s.view.overBudget[name]
+	out := ClusterList{Items: make([]Cluster, 0, r.snap.ClusterCount())}
+	for name, doc := range r.snap.Clusters() {
+		c := NewCluster(doc, r.stale[name])
+		c.OverBudget = r.snap.OverBudget(name)
 		out.Items = append(out.Items, c)
 	}
 	return out
@@ -354,12 +315,12 @@ func (r *Read) Cluster(name string) (Cluster, error) {
 	if err := r.s.holds(name); err != nil {
 		return Cluster{}, err
 	}
-	c, ok := r.s.view.clusters[name]
+	c, ok := r.snap.Cluster(name)
 	if !ok {
 		return Cluster{}, notFound("cluster %s: not found", name)
 	}
 	out := NewCluster(c, r.stale[name])
-	out.OverBudget = r.s.view.overBudget[name]
+	out.OverBudget = r.snap.OverBudget(name)
 	return out, nil
 }
 
@@ -391,8 +352,8 @@ func (r *Read) LiveFleets() iter.Seq[*fleet.Document] {
 
 func (r *Read) fleets(includeStale bool) iter.Seq[*fleet.Document] {
 	return func(yield func(*fleet.Document) bool) {
-		for _, e := range r.s.view.sorted {
-			if (includeStale || !r.isStale(e.doc.Cluster)) && !yield(e.doc) {
+		for d := range r.snap.Fleets() {
+			if (includeStale || !r.isStale(d.Cluster)) && !yield(d) {
 				return
 			}
 		}
@@ -416,9 +377,23 @@ func (s *Service) holds(clusters ...string) error {
 	return nil
 }
 
-// admits says whether the view may hold a document of cluster.
-func (s *Service) admits(cluster string) bool {
-	return len(s.opts.Clusters) == 0 || slices.Contains(s.opts.Clusters, cluster)
+// candidates yields the live fleets a query of these clusters may match,
+// with their document IDs, in ID order: those of the clusters named, when
+// some are (a cluster's fleets are a range of the view's order), else
+// every one.
+func (r *Read) candidates(clusters []string) iter.Seq2[string, *fleet.Document] {
+	if len(clusters) == 0 {
+		return r.snap.Entries()
+	}
+	return func(yield func(string, *fleet.Document) bool) {
+		for _, c := range slices.Sorted(slices.Values(clusters)) {
+			for id, d := range r.snap.ClusterEntries(c) {
+				if !yield(id, d) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // ValidateKey checks a fleet's key as a parameter.
@@ -540,7 +515,5 @@ func (q Query) normalized() Query {
 // ViewBytes returns what the view's budget (Options.MaxViewBytes) counts
 // of the fleets it holds.
 func (s *Service) ViewBytes() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.view.bytes
+	return s.eng.Current().Bytes()
 }

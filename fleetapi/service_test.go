@@ -1,14 +1,11 @@
 package fleetapi
 
 import (
-	"cmp"
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,10 +125,10 @@ func TestPagesFollowEveryOrder(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d", orderBy, size), func(t *testing.T) {
 				q := NewQuery()
 				q.OrderBy, q.PageSize, q.Counter = orderBy, size, "rooms"
-				var want []*entry
+				var want []item
 				for _, d := range docs {
 					if q.Matches(d, false) {
-						want = append(want, &entry{id: d.Key().DocID(), doc: d})
+						want = append(want, item{id: d.Key().DocID(), doc: d})
 					}
 				}
 				slices.SortFunc(want, q.compare)
@@ -474,10 +471,10 @@ func TestAPageHoldsNoMoreThanItsSize(t *testing.T) {
 	q.OrderBy, q.PageSize = OrderByReady, 5
 	p := &pager{q: q}
 	rng := rand.New(rand.NewPCG(5, 6))
-	var want []*entry
+	var want []item
 	for i := range 1000 {
 		d := doc("pc", "games", fmt.Sprintf("f%04d", i), nil, rng.Int64N(100), nil)
-		e := &entry{id: d.Key().DocID(), doc: d}
+		e := item{id: d.Key().DocID(), doc: d}
 		p.add(e)
 		want = append(want, e)
 		assert.LessOrEqual(t, len(p.top), 5)
@@ -514,273 +511,4 @@ func TestMaxStaleness(t *testing.T) {
 			return err
 		}) == nil
 	}, 5*time.Second, time.Millisecond)
-}
-
-// TestAPolledViewStartsNoSyncOfItsOwn: while watches poll the view at
-// least every MaxStaleness, a request past half of it starts no sync in
-// the background (the poll's are enough, and each sync costs reads), and
-// one past MaxStaleness still waits for a sync.
-func TestAPolledViewStartsNoSyncOfItsOwn(t *testing.T) {
-	w := newWorld(t)
-	// The poll's ticker runs on real time: an hour is never, here.
-	svc := w.service(Options{MaxStaleness: time.Hour, WatchPoll: time.Hour, ClusterRefresh: 100 * time.Hour, StaleAfter: 100 * time.Hour})
-	all(t, svc, NewQuery())
-	syncing := func() bool {
-		svc.syncMu.Lock()
-		defer svc.syncMu.Unlock()
-		return svc.running != nil
-	}
-	// A round wakes its waiters before it is cleared: the load's is over
-	// only once nothing runs.
-	assert.Eventually(t, func() bool { return !syncing() }, 5*time.Second, time.Millisecond)
-	stop, err := svc.watching()
-	require.NoError(t, err)
-	w.clk.Add(40 * time.Minute)
-	w.put(doc("pc", "games", "a", nil, 1, nil))
-	assert.Empty(t, all(t, svc, NewQuery()), "answered from the view")
-	assert.False(t, syncing(), "the poll syncs; the request does not")
-
-	w.clk.Add(30 * time.Minute)
-	assert.Equal(t, []string{"pc/games/a"}, all(t, svc, NewQuery()), "past MaxStaleness the answer waits for a sync")
-
-	stop()
-	w.clk.Add(40 * time.Minute)
-	before := w.mem.Reads()
-	all(t, svc, NewQuery())
-	// The sync runs in the background and may be over already: what it
-	// leaves is its reads.
-	assert.Eventually(t, func() bool { return w.mem.Reads() > before }, 5*time.Second, time.Millisecond,
-		"without watches, a request past half starts one")
-}
-
-// gatedSource holds each FleetsWrittenSince until released, and counts
-// the calls.
-type gatedSource struct {
-	*fleetapitest.Memory
-	entered chan struct{}
-	release chan struct{}
-	calls   atomic.Int64
-}
-
-func (g *gatedSource) FleetsWrittenSince(ctx context.Context, since time.Time) (fleet.Page[fleet.Document], error) {
-	g.calls.Add(1)
-	g.entered <- struct{}{}
-	<-g.release
-	return g.Memory.FleetsWrittenSince(ctx, since)
-}
-
-// TestARequestPastMaxStalenessWaitsForTheSyncUnderWay: a sync that began
-// within MaxStaleness of a request holds what the request may be owed, so
-// the request waits for it and starts no other.
-func TestARequestPastMaxStalenessWaitsForTheSyncUnderWay(t *testing.T) {
-	w := newWorld(t)
-	src := &gatedSource{Memory: w.mem, entered: make(chan struct{}, 8), release: make(chan struct{})}
-	svc := NewService(src, Options{Now: w.clk.Now, MaxStaleness: time.Second, ClusterRefresh: time.Hour})
-	assert.Empty(t, all(t, svc, NewQuery()), "the load: no FleetsWrittenSince")
-
-	w.clk.Add(900 * time.Millisecond)
-	w.put(doc("pc", "games", "a", nil, 1, nil))
-	synced := make(chan error, 1)
-	go func() { synced <- svc.Sync(context.Background()) }()
-	<-src.entered // a sync began 900 ms after the load, and reads
-
-	w.clk.Add(200 * time.Millisecond) // the view is 1.1 s old; the sync under way began 200 ms ago
-	answered := make(chan []string, 1)
-	go func() { answered <- all(t, svc, NewQuery()) }()
-	require.Never(t, func() bool {
-		svc.syncMu.Lock()
-		defer svc.syncMu.Unlock()
-		return svc.queued != nil
-	}, 50*time.Millisecond, time.Millisecond, "the request queued a sync of its own")
-	close(src.release)
-	require.NoError(t, <-synced)
-	assert.Equal(t, []string{"pc/games/a"}, <-answered, "the answer holds what the sync under way read")
-	assert.Equal(t, int64(1), src.calls.Load(), "one sync read")
-}
-
-// TestTheFeedFollowsTheView: every change a sync applies is in the feed,
-// with the state before and after, a reload records what it changed, a
-// cluster turning stale or fresh is recorded, and watches are woken once
-// per sync that changed something.
-func TestTheFeedFollowsTheView(t *testing.T) {
-	w := newWorld(t)
-	svc := w.service(Options{TombstoneRetention: time.Hour, Resync: 24 * time.Hour})
-	w.put(doc("pc", "games", "a", nil, 1, nil))
-	all(t, svc, NewQuery())
-	changes := func(from uint64) []change {
-		svc.mu.RLock()
-		defer svc.mu.RUnlock()
-		require.True(t, svc.view.feed.holds(from))
-		var out []change
-		for c := range svc.view.feed.between(from, svc.view.feed.seq) {
-			out = append(out, *c)
-		}
-		return out
-	}
-	updated := func() <-chan struct{} {
-		svc.mu.RLock()
-		defer svc.mu.RUnlock()
-		return svc.view.feed.updated
-	}
-	assert.Empty(t, changes(0), "the first load is the starting point, not a change")
-
-	woken := updated()
-	w.settle()
-	w.put(doc("pc", "games", "b", nil, 1, nil))
-	w.put(doc("pc", "games", "a", nil, 2, nil))
-	all(t, svc, NewQuery())
-	requireClosed(t, woken, "a sync that changed the view wakes its watches")
-	got := changes(0)
-	require.Len(t, got, 2)
-	kinds := map[string][2]int64{} // name → before and after ready, -1 when absent
-	ready := func(d *fleet.Document) int64 {
-		if d == nil {
-			return -1
-		}
-		return d.Status.ReadyReplicas
-	}
-	for _, c := range got {
-		name := cmp.Or(c.after, c.before).Name
-		kinds[name] = [2]int64{ready(c.before), ready(c.after)}
-	}
-	assert.Equal(t, map[string][2]int64{"b": {-1, 1}, "a": {1, 2}}, kinds)
-
-	// A new heartbeat changes what the API shows of its cluster (its
-	// time, fleet count, totals): each is recorded, staleness unchanged.
-	woken = updated()
-	w.settle()
-	w.clk.Add(time.Second)
-	w.heartbeat("pc", 0)
-	w.heartbeat("ps5", 0)
-	w.heartbeat("xbox", 0)
-	all(t, svc, NewQuery())
-	requireClosed(t, woken, "a sync that saw new heartbeats wakes its watches")
-	beats := changes(2)
-	require.Len(t, beats, 3)
-	var beaten []string
-	for _, c := range beats {
-		beaten = append(beaten, c.cluster)
-		assert.Equal(t, c.was.stale, c.is.stale, "%s: the heartbeat changes no staleness", c.cluster)
-		assert.NotEqual(t, c.was.shown, c.is.shown, "%s: what the API shows changed", c.cluster)
-	}
-	assert.ElementsMatch(t, []string{"pc", "ps5", "xbox"}, beaten)
-
-	// A sync that reads nothing new wakes nobody.
-	woken = updated()
-	w.settle()
-	all(t, svc, NewQuery())
-	select {
-	case <-woken:
-		t.Fatal("a sync that changed nothing wakes nobody")
-	default:
-	}
-
-	w.settle()
-	w.remove("pc", "games", "b")
-	all(t, svc, NewQuery())
-	more := changes(5)
-	require.Len(t, more, 1)
-	assert.Equal(t, "b", more[0].before.Name)
-	assert.Nil(t, more[0].after, "a tombstone: the fleet left")
-
-	// A cluster whose heartbeat ages past StaleAfter turns stale; a
-	// new one appears; the others' heartbeats are recorded.
-	w.clk.Add(DefaultStaleAfter)
-	w.heartbeat("pc", 0)
-	w.heartbeat("ps5", 0)
-	w.heartbeat("switch", 0)
-	all(t, svc, NewQuery())
-	more = changes(6)
-	require.Len(t, more, 4)
-	assert.ElementsMatch(t, []string{"pc", "ps5"}, []string{more[0].cluster, more[1].cluster}, "heartbeats")
-	sw, xbox := svc.view.shown["switch"], svc.view.shown["xbox"]
-	assert.Equal(t, change{seq: 9, cluster: "switch", was: clusterState{stale: true, shown: sw.hash, doc: sw.doc}, is: clusterState{known: true, shown: sw.hash, doc: sw.doc}}, more[2])
-	assert.Equal(t, change{seq: 10, cluster: "xbox", was: clusterState{known: true, shown: xbox.hash, doc: xbox.doc}, is: clusterState{known: true, stale: true, shown: xbox.hash, doc: xbox.doc}}, more[3])
-
-	// A fleet deleted while the view was idle, whose tombstone expired:
-	// the reload records that it left.
-	w.clk.Add(time.Hour)
-	w.remove("pc", "games", "a")
-	w.mem.Expire(fleet.Key{Cluster: "pc", Namespace: "games", Name: "a"})
-	for _, c := range []string{"pc", "ps5", "xbox", "switch"} {
-		w.heartbeat(c, 0)
-	}
-	all(t, svc, NewQuery())
-	more = changes(10)
-	var fleets, fresh, beat []string
-	for _, c := range more {
-		switch {
-		case c.cluster == "":
-			fleets = append(fleets, cmp.Or(c.after, c.before).Name)
-			assert.Nil(t, c.after)
-		case c.was.stale != c.is.stale:
-			fresh = append(fresh, c.cluster)
-			assert.False(t, c.is.stale)
-		default:
-			beat = append(beat, c.cluster)
-		}
-	}
-	assert.Equal(t, []string{"a"}, fleets, "the fleet left")
-	assert.Equal(t, []string{"xbox"}, fresh, "fresh again")
-	assert.ElementsMatch(t, []string{"pc", "ps5", "switch", "xbox"}, beat, "every cluster's new heartbeat")
-}
-
-// requireClosed fails the test unless ch is closed.
-func requireClosed(t *testing.T, ch <-chan struct{}, msg string) {
-	t.Helper()
-	select {
-	case <-ch:
-	default:
-		t.Fatal(msg)
-	}
-}
-
-// TestTheFeedIsBounded: the feed keeps the newest feedSize changes; a
-// watch further behind is told to start again.
-func TestTheFeedIsBounded(t *testing.T) {
-	var f feed
-	f.updated = make(chan struct{})
-	d := doc("pc", "games", "a", nil, 1, nil)
-	for range feedSize + 10 {
-		f.record(change{after: d})
-	}
-	assert.Len(t, f.ring, feedSize)
-	assert.False(t, f.holds(9))
-	require.True(t, f.holds(10))
-	var seqs []uint64
-	for c := range f.between(10, f.seq) {
-		seqs = append(seqs, c.seq)
-	}
-	assert.Len(t, seqs, feedSize)
-	assert.EqualValues(t, 11, seqs[0])
-	assert.EqualValues(t, feedSize+10, seqs[len(seqs)-1])
-	assert.False(t, f.holds(f.seq+1), "a seq this feed has not reached")
-}
-
-// TestTheFeedIsBoundedInBytes: the documents the feed alone keeps alive
-// (the states changes replaced) stay within its bound, the oldest changes
-// going first; what it holds, it holds whole.
-func TestTheFeedIsBoundedInBytes(t *testing.T) {
-	f := feed{updated: make(chan struct{}), maxBytes: 1 << 20}
-	big := doc("pc", "games", "a", map[string]string{}, 1, nil)
-	for i := range 100 {
-		big.Labels[fmt.Sprintf("example.com/label-%03d", i)] = strings.Repeat("v", 63)
-	}
-	per := docBytes(big)
-	require.Greater(t, per, 10_000)
-	for range 1000 {
-		f.record(change{before: big, after: big})
-	}
-	assert.LessOrEqual(t, f.bytes, 1<<20)
-	assert.Equal(t, (1<<20)/per, f.held, "as many of the newest as fit")
-	assert.True(t, f.holds(f.seq-uint64(f.held)))
-	assert.False(t, f.holds(f.seq-uint64(f.held)-1), "older ones are gone: a watch that far behind restarts")
-	n := 0
-	for c := range f.between(f.seq-uint64(f.held), f.seq) {
-		require.NotNil(t, c.before)
-		n++
-	}
-	assert.Equal(t, f.held, n)
-	evicted := f.ring[(f.seq-uint64(f.held)-1)%feedSize]
-	assert.Nil(t, evicted.before, "and what they kept alive is let go")
 }

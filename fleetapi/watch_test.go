@@ -2,6 +2,8 @@ package fleetapi
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/fleetview"
 )
 
 // watcher is a client of a watch, as strict as can be: an Added fleet it
@@ -23,8 +27,8 @@ type watcher struct {
 	svc      *Service
 	q        Query
 	filter   string
-	pos      position
-	cur      *cursor
+	w        *fleetview.Watcher
+	resume   string // the token a new connection resumes from
 	token    string // of the last event handled
 	fleets   map[string]Fleet
 	clusters map[string]Cluster
@@ -33,40 +37,38 @@ type watcher struct {
 
 func newWatcher(t *testing.T, svc *Service, q Query) *watcher {
 	q, filter := watchFilter(q)
-	svc.mu.RLock()
-	pos := position{Epoch: svc.epoch, Filter: filter, Initial: true, To: svc.view.feed.seq}
-	svc.mu.RUnlock()
-	return &watcher{t: t, svc: svc, q: q, filter: filter, pos: pos, fleets: map[string]Fleet{}, clusters: map[string]Cluster{}}
+	w, err := svc.eng.Watch(q, filter, "")
+	require.NoError(t, err)
+	return &watcher{t: t, svc: svc, q: q, filter: filter, w: w, resume: w.Token(), fleets: map[string]Fleet{}, clusters: map[string]Cluster{}}
 }
 
 // step takes the watch's next step, chunk after chunk, and handles its
 // first n events (all when n < 0); the others are lost, as by a broken
 // connection, after which the next step must be a resume.
 func (c *watcher) step(resumed bool, n int) []Event {
-	if resumed || c.cur == nil {
-		c.cur = &cursor{resumed: resumed} // a new connection
+	if resumed || c.w == nil { // a new connection
+		w, err := c.svc.eng.Watch(c.q, c.filter, c.resume)
+		require.NoError(c.t, err)
+		c.w = w
 	}
 	var out []Event
 	for {
-		st := c.svc.step(c.q, c.pos, c.cur)
-		require.Len(c.t, st.tokens, len(st.events))
-		for i, p := range st.events {
+		st := c.w.Step()
+		for _, p := range st.Events {
 			if n >= 0 && len(out) >= n {
 				if len(out) > 0 {
 					// Resume from the last event handled.
-					p, err := parsePosition(out[len(out)-1].ResumeToken, c.filter)
-					require.NoError(c.t, err)
-					c.pos = p
+					c.resume = out[len(out)-1].ResumeToken
 				}
-				c.cur = nil
+				c.w = nil
 				return out
 			}
-			e := c.svc.event(p, st.tokens[i])
+			e := c.svc.event(p)
 			c.apply(e)
 			out = append(out, e)
 		}
-		c.pos = st.next
-		if !st.more {
+		c.resume = c.w.Token()
+		if !st.More {
 			return out
 		}
 	}
@@ -281,12 +283,13 @@ func TestAWatchResumesExactly(t *testing.T) {
 		"added f1", "added f2", "added f3", "added f4", "synced 4"}, saw)
 
 	// More than the feed keeps since the client's token.
-	svc.mu.Lock()
-	d := doc("pc", "games", "f1", nil, 5, nil)
-	for range feedSize + 1 {
-		svc.view.feed.record(change{before: d, after: d})
+	// (fleets of a cluster without a heartbeat, stale, so outside the set;
+	// the feed keeps FeedSize changes and less than a chunk more)
+	for i := range fleetview.FeedSize + 1000 {
+		w.put(doc("zz", "games", fmt.Sprintf("z%05d", i), nil, 1, nil))
 	}
-	svc.mu.Unlock()
+	w.settle()
+	require.NoError(t, svc.Sync(t.Context()))
 	events := c.step(false, -1)
 	assert.Equal(t, []string{"restart", "cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=false",
 		"added f1", "added f2", "added f3", "added f4", "synced 4"}, kinds(events))
@@ -302,7 +305,7 @@ func TestWatchRejectsBadRequests(t *testing.T) {
 	never := func(Event) error { t.Fatal("no event for a bad request"); return nil }
 	for _, tc := range []struct{ query, token, param string }{
 		{"", "garbage", "resumeToken"},
-		{"", position{Epoch: 1, Filter: "other"}.token(), "resumeToken"},
+		{"", base64.RawURLEncoding.EncodeToString([]byte(`{"e":1,"f":"other"}`)), "resumeToken"},
 		{"counter=nosuch", "", "counter"},
 	} {
 		err := svc.Watch(t.Context(), parse(t, tc.query), tc.token, never)
@@ -331,12 +334,12 @@ func TestWatchesFollowRandomHistories(t *testing.T) {
 			w := newWorld(t)
 			opts := Options{TombstoneRetention: time.Hour, Resync: 24 * time.Hour}
 			if seed%3 == 2 { // a view too small for every fleet: clusters go over budget
-				opts.MaxViewBytes = 8 * docBytes(doc("pc", "games", "f0", map[string]string{"platform": "pc"}, 1, nil))
+				opts.MaxViewBytes = 8 * fleetview.DocBytes(doc("pc", "games", "f0", map[string]string{"platform": "pc"}, 1, nil))
+			}
+			if seed%2 == 1 {
+				opts.stepEvents = 1 + rng.IntN(3) // steps of a few events each
 			}
 			svc := w.service(opts)
-			if seed%2 == 1 {
-				svc.stepEvents = 1 + rng.IntN(3) // steps of a few events each
-			}
 			require.NoError(t, svc.Sync(t.Context()))
 			var cs []*watcher
 			for _, q := range []string{"", "selector=platform=pc", "minReady=2", "includeStale=true", "cluster=ps5&cluster=xbox"} {
@@ -370,14 +373,13 @@ func TestWatchesFollowRandomHistories(t *testing.T) {
 					} else {
 						cl.step(false, -1)
 					}
-					svc.mu.RLock()
+					snap := svc.eng.Current()
 					expect := map[string]Fleet{}
-					for _, e := range svc.view.sorted {
-						if cl.q.Matches(e.doc, svc.view.clusterAt(past{}, e.doc.Cluster).stale) {
-							expect[e.doc.Cluster+"/"+e.doc.Namespace+"/"+e.doc.Name] = NewFleet(e.doc, svc.view.stale[e.doc.Cluster])
+					for d := range snap.Fleets() {
+						if st := snap.StaleAtSync(d.Cluster); cl.q.Matches(d, st) {
+							expect[d.Cluster+"/"+d.Namespace+"/"+d.Name] = NewFleet(d, st)
 						}
 					}
-					svc.mu.RUnlock()
 					require.Equal(t, slices.Sorted(maps.Keys(expect)), slices.Sorted(maps.Keys(cl.fleets)), "filter %s", cl.q.Values().Encode())
 					require.Equal(t, expect, cl.fleets)
 				}
@@ -421,9 +423,7 @@ func TestWatchRunsUntilItsContextEnds(t *testing.T) {
 	assert.Equal(t, w.clk.Now(), hb.Time)
 	cancel()
 	require.NoError(t, <-done)
-	svc.syncMu.Lock()
-	assert.Zero(t, svc.watches)
-	svc.syncMu.Unlock()
+	assert.Zero(t, svc.eng.Watches())
 
 	// A failed send ends the watch with its error.
 	err := svc.Watch(t.Context(), NewQuery(), hb.ResumeToken, func(Event) error { return errStop })
@@ -494,24 +494,29 @@ func FuzzResumeToken(f *testing.F) {
 		c := newWatcher(t, svc, NewQuery())
 		token := raw
 		if raw == "" {
-			token = position{Epoch: svc.epoch, Filter: c.filter, Initial: initial, From: from, To: to, N: n}.token()
+			// A position of this Service's epoch (its tokens' "e").
+			b, err := base64.RawURLEncoding.DecodeString(c.resume)
+			require.NoError(t, err)
+			var own struct {
+				Epoch uint64 `json:"e"`
+			}
+			require.NoError(t, json.Unmarshal(b, &own))
+			b, err = json.Marshal(map[string]any{"e": own.Epoch, "f": c.filter, "i": initial, "a": from, "b": to, "n": n})
+			require.NoError(t, err)
+			token = base64.RawURLEncoding.EncodeToString(b)
 		}
-		pos, err := parsePosition(token, c.filter)
+		wt, err := svc.eng.Watch(c.q, c.filter, token)
 		if err != nil {
-			var e *Error
-			require.ErrorAs(t, err, &e)
-			assert.Equal(t, InvalidArgument, e.Code)
+			require.True(t, errors.Is(err, fleetview.ErrBadToken) || errors.Is(err, fleetview.ErrOtherFilter), err)
 			return
 		}
-		cur := &cursor{resumed: true}
 		var events []Event
 		for more := true; more; {
-			st := svc.step(c.q, pos, cur) // must not panic, whatever pos says
-			require.Len(t, st.tokens, len(st.events))
-			for i, p := range st.events {
-				events = append(events, svc.event(p, st.tokens[i]))
+			st := wt.Step() // must not panic, whatever the token says
+			for _, p := range st.Events {
+				events = append(events, svc.event(p))
 			}
-			pos, more = st.next, st.more
+			more = st.More
 		}
 		if len(events) > 0 && events[0].Kind == Restart {
 			for _, e := range events {
@@ -534,10 +539,11 @@ func TestALargeSetIsSentAChunkAtATime(t *testing.T) {
 	svc := w.service(Options{})
 	require.NoError(t, svc.Sync(t.Context()))
 	c := newWatcher(t, svc, NewQuery())
-	cur := &cursor{}
-	st := svc.step(c.q, c.pos, cur)
-	require.True(t, st.more)
-	assert.Len(t, st.events, StepEvents, "one chunk")
+	probe, err := svc.eng.Watch(c.q, c.filter, "")
+	require.NoError(t, err)
+	st := probe.Step()
+	require.True(t, st.More)
+	assert.Len(t, st.Events, StepEvents, "one chunk")
 
 	// 600 events, then the connection breaks; the resume gives the rest.
 	got := c.step(false, 600)

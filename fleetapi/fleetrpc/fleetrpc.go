@@ -226,6 +226,12 @@ func Procedures() []string {
 	return out
 }
 
+// CompressMinBytes is the smallest answer message the handler compresses
+// when the client accepts it: a stream's events are a few hundred bytes,
+// which gzip hardly shrinks, while each compression costs a compressor's
+// state (about 800 KiB, pooled) and most of a fan-out's CPU.
+const CompressMinBytes = 1 << 10
+
 // NewHandler returns the path to mount InformationService at, and its
 // handler answering from svc: every request's body is bounded by
 // MaxRequestBytes as it arrives and its message once decompressed.
@@ -237,7 +243,8 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...Option) (string
 	if i.streams == nil {
 		i.streams = NewStreams(log, 0)
 	}
-	path, h := fleetcastv1connect.NewInformationServiceHandler(i, connect.WithReadMaxBytes(MaxRequestBytes))
+	path, h := fleetcastv1connect.NewInformationServiceHandler(i, connect.WithReadMaxBytes(MaxRequestBytes),
+		connect.WithCompressMinBytes(CompressMinBytes))
 	return path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)

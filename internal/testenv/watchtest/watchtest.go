@@ -13,11 +13,13 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fleetcast/fleetcast/fleetapi"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
@@ -268,9 +270,14 @@ func Strings(events []Event) []string {
 // Subscribe opens n WatchFleets streams of req through client, as n
 // subscribers would, and returns once each has received its initial set.
 // Each stream calls saw with its index for every fleet event, from its own
-// goroutine, until the test ends.
+// goroutine, until the test ends. A stream the server ends (its write
+// timeout cut a subscriber it could not serve in time, on a loaded
+// machine) resumes from the last resume token it handled, as a client of
+// the API does: the changes it missed follow, none lost; the returned
+// count says how many resumed. A stream that cannot resume fails the
+// test.
 func Subscribe(tb testing.TB, client fleetcastv1connect.InformationServiceClient, n int, req *fleetcastv1.WatchFleetsRequest,
-	saw func(sub int, f *fleetcastv1.FleetInformation)) {
+	saw func(sub int, f *fleetcastv1.FleetInformation)) *atomic.Int64 {
 	tb.Helper()
 	// The streams last until the cleanup, within a deadline of their own
 	// (testhttp's would end them at two minutes).
@@ -278,22 +285,39 @@ func Subscribe(tb testing.TB, client fleetcastv1connect.InformationServiceClient
 	var wg sync.WaitGroup
 	tb.Cleanup(func() { cancel(); wg.Wait() })
 	synced := make(chan struct{}, n)
+	resumed := new(atomic.Int64)
 	for i := range n {
 		st, err := client.WatchFleets(ctx, connect.NewRequest(req))
 		require.NoError(tb, err)
 		wg.Go(func() {
-			defer st.Close()
-			for st.Receive() {
-				switch ev := st.Msg().GetEvent().(type) {
-				case *fleetcastv1.WatchFleetsResponse_Synced:
-					synced <- struct{}{}
-				case *fleetcastv1.WatchFleetsResponse_Fleet:
-					saw(i, ev.Fleet.GetFleet())
+			first, token := true, ""
+			for {
+				for st.Receive() {
+					token = st.Msg().GetResumeToken()
+					switch ev := st.Msg().GetEvent().(type) {
+					case *fleetcastv1.WatchFleetsResponse_Synced:
+						if first {
+							synced <- struct{}{}
+							first = false
+						}
+					case *fleetcastv1.WatchFleetsResponse_Fleet:
+						saw(i, ev.Fleet.GetFleet())
+					}
 				}
-			}
-			if ctx.Err() == nil {
-				// What it saw is no longer the stream's whole story.
-				tb.Errorf("subscriber %d: its stream ended before the test did: %v", i, st.Err())
+				st.Close()
+				if ctx.Err() != nil {
+					return
+				}
+				cut := st.Err()
+				again := proto.CloneOf(req)
+				again.ResumeToken = token
+				if st, err = client.WatchFleets(ctx, connect.NewRequest(again)); err != nil {
+					if ctx.Err() == nil {
+						tb.Errorf("subscriber %d: its stream ended (%v) and it could not resume: %v", i, cut, err)
+					}
+					return
+				}
+				resumed.Add(1)
 			}
 		})
 	}
@@ -304,4 +328,5 @@ func Subscribe(tb testing.TB, client fleetcastv1connect.InformationServiceClient
 			tb.Fatalf("the %d subscribers did not all receive their initial set", n)
 		}
 	}
+	return resumed
 }

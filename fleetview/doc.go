@@ -1,0 +1,32 @@
+// Package fleetview is the query side's view engine: every live fleet and
+// cluster of a deployment (or of one partition of it) held in memory, kept
+// current from a Source at the cost of what changed, and read as immutable
+// snapshots.
+//
+// One writer — a sync round or the listener's delivery, under the
+// Engine's write lock — builds the next Snapshot from the previous one and
+// what changed: the fleets are a copy-on-write B-tree, so a change copies
+// the few nodes on its path and a snapshot shares the rest; the clusters'
+// maps are copied only when a cluster changed. The writer publishes it with
+// one atomic store. A reader takes the newest snapshot with one atomic load
+// and works on a value nobody changes, for as long as it likes: no reader
+// takes a lock, waits for a sync or for another reader, and an expensive
+// query delays no one but its caller. This is client-go's tools/cache
+// (listers that never touch the network) with Prometheus' tsdb head's
+// publication by pointer.
+//
+// Sync rounds run one at a time. A default read never waits for one once
+// the view has loaded: it starts a round in the background when its
+// snapshot is older than half of Options.MaxStaleness and none runs, and
+// waits only on an idle instance, whose snapshot is older than
+// MaxStaleness with no round under way to bring it closer. A strict read
+// (Engine.Sync, and every read when MaxStaleness is 0) waits for the round
+// that covers its start: the running one if it began after the call, else
+// the one after it.
+//
+// The view records its changes in a bounded feed, which each snapshot
+// holds as it was at its publication. Watches (Watcher) follow the feed of
+// the newest snapshot: a watch of any filter costs no read of the store,
+// and one that falls behind is sent the newest state of what changed, not
+// a queue of the states between.
+package fleetview
