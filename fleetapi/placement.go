@@ -194,7 +194,7 @@ func ParseRule(s string) (Rule, error) {
 	if len(parts) < 2 || len(parts) > 3 {
 		return Rule{}, fmt.Errorf("%q: want SELECTOR:PRIORITY[:WEIGHT], e.g. region=eu-west:0:100", s)
 	}
-	sel, err := labels.Parse(parts[0])
+	sel, err := ParseSelector(parts[0])
 	if err != nil {
 		return Rule{}, fmt.Errorf("%q: the cluster selector: %v", s, err)
 	}

@@ -27,7 +27,61 @@ const (
 	// MaxClusters is the most clusters one query or watch names: the
 	// limit of Firestore's "in" filter, which fleetwatch's listener uses.
 	MaxClusters = 30
+	// MaxSelectorBytes bounds a label selector (of fleets, or of
+	// clusters in a placement policy's rule): room for ten requirements
+	// on the longest key and value Kubernetes allows (317 and 63 bytes),
+	// far more than a matchmaker writes, and within the request line the
+	// proxies in front of the API pass (8 KiB at most for many).
+	MaxSelectorBytes = 4096
+	// MaxSelectorRequirements bounds a selector's requirements (terms
+	// separated by commas): each is evaluated on every fleet a query
+	// scans, so a selector costs its caller at most this many label
+	// lookups a fleet. Kubernetes' own selectors (a Deployment's, a
+	// Service's) hold a handful.
+	MaxSelectorRequirements = 64
 )
+
+// ParseSelector reads a label selector in Kubernetes' syntax
+// (k8s.io/apimachinery/pkg/labels), refusing one over MaxSelectorBytes or
+// MaxSelectorRequirements before any work is done with it: one reader's
+// selector may cost that reader, never the others.
+func ParseSelector(s string) (labels.Selector, error) {
+	if len(s) > MaxSelectorBytes {
+		return nil, fmt.Errorf("%d bytes: a selector is at most %d bytes (MaxSelectorBytes)", len(s), MaxSelectorBytes)
+	}
+	// A requirement needs at least one byte and a comma between each:
+	// count them before parsing, so that the parse itself is bounded.
+	if n := strings.Count(s, ",") + 1; n > MaxSelectorRequirements && countRequirements(s) > MaxSelectorRequirements {
+		return nil, fmt.Errorf("%d requirements: a selector has at most %d (MaxSelectorRequirements)", countRequirements(s), MaxSelectorRequirements)
+	}
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if reqs, _ := sel.Requirements(); len(reqs) > MaxSelectorRequirements {
+		return nil, fmt.Errorf("%d requirements: a selector has at most %d (MaxSelectorRequirements)", len(reqs), MaxSelectorRequirements)
+	}
+	return sel, nil
+}
+
+// countRequirements counts the commas of s outside parentheses (those
+// separate the values of an in or notin set), plus one.
+func countRequirements(s string) int {
+	n, depth := 1, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			depth = max(0, depth-1)
+		case ',':
+			if depth == 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
 
 // Orderings of a fleet list.
 const (
@@ -94,7 +148,7 @@ func ParseQuery(v url.Values) (Query, error) {
 	if s, err := single(v, "selector"); err != nil {
 		return Query{}, err
 	} else if s != "" {
-		sel, err := labels.Parse(s)
+		sel, err := ParseSelector(s)
 		if err != nil {
 			return Query{}, paramErr("selector", "%v", err)
 		}

@@ -1,6 +1,7 @@
 package fleetapi
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -203,4 +204,33 @@ func FuzzPageToken(f *testing.F) {
 		require.NotNil(t, next.After)
 		require.Equal(t, q.fingerprint(), next.After.Query)
 	})
+}
+
+// TestParseSelectorBounds: the commas of an in or notin set separate
+// values, not requirements; a selector is refused past either limit, and
+// a parse error is the parser's.
+func TestParseSelectorBounds(t *testing.T) {
+	many := make([]string, MaxSelectorRequirements+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("k%d", i)
+	}
+	tests := []struct {
+		selector string
+		err      string
+	}{
+		{"platform in (pc,ps5,xbox),version!=1.41", ""},
+		{strings.Join(many[:MaxSelectorRequirements], ","), ""},
+		{strings.Join(many, ","), "MaxSelectorRequirements"},
+		{"k in (" + strings.Join(many, ",") + ")", ""},
+		{strings.Repeat("a", MaxSelectorBytes+1), "MaxSelectorBytes"},
+		{"version in (1", "found"},
+	}
+	for _, tt := range tests {
+		_, err := ParseSelector(tt.selector)
+		if tt.err == "" {
+			assert.NoError(t, err, "%.40s", tt.selector)
+		} else {
+			assert.ErrorContains(t, err, tt.err, "%.40s", tt.selector)
+		}
+	}
 }
