@@ -22,6 +22,7 @@
 package fleetmetrics
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -29,10 +30,14 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -153,21 +158,81 @@ type clusterRow struct {
 	fleets int64
 }
 
-// Snapshot is the figures of one reading, ready to encode.
+// Snapshot is the figures of one reading, ready to encode: its fleets'
+// (shared by every scrape of one version of the view, when a Cache
+// collected them) and its clusters' (taken at each scrape: a heartbeat's
+// age grows with the clock).
 type Snapshot struct {
+	*fleets
+	clusters []clusterRow
+}
+
+// fleets is the fleets' figures of one version of the view, and their
+// encoding in each format asked for.
+type fleets struct {
 	labelNames []string
 	rows       []*row
-	clusters   []clusterRow
 	aggregated bool
 	omitted    int
+
+	mu      sync.Mutex
+	encoded map[expfmt.Format][]byte
 }
 
 // Collect copies the figures from a reading. It allocates what it copies
 // and reads no store: call it inside fleetapi.Service.Read, and Write
-// after.
+// after. A Cache collects the fleets' once per version of the view.
 func Collect(r *fleetapi.Read, o Options) *Snapshot {
+	return &Snapshot{fleets: collectFleets(r, o), clusters: collectClusters(r)}
+}
+
+// Cache collects the fleets' figures once per version of the view
+// (fleetapi.Read.Version), and encodes them once per format asked for:
+// any number of scrapers of one version cost one computation, one
+// concurrent with it waits for its result rather than repeating it
+// (single flight). Only the clusters' figures, a few per cluster, are
+// taken at each scrape. It keeps the newest version's figures alone.
+type Cache struct {
+	opts     Options
+	group    singleflight.Group
+	mu       sync.Mutex
+	version  uint64
+	last     *fleets
+	computed atomic.Int64
+}
+
+// NewCache returns a Cache of the figures o describes.
+func NewCache(o Options) *Cache { return &Cache{opts: o} }
+
+// Collect is Collect, the fleets' figures computed once per version.
+func (c *Cache) Collect(r *fleetapi.Read) *Snapshot {
+	v := r.Version()
+	c.mu.Lock()
+	f := c.last
+	if f != nil && c.version != v {
+		f = nil
+	}
+	c.mu.Unlock()
+	if f == nil {
+		got, _, _ := c.group.Do(strconv.FormatUint(v, 16), func() (any, error) {
+			f := collectFleets(r, c.opts)
+			c.computed.Add(1)
+			c.mu.Lock()
+			c.version, c.last = v, f
+			c.mu.Unlock()
+			return f, nil
+		})
+		f = got.(*fleets)
+	}
+	return &Snapshot{fleets: f, clusters: collectClusters(r)}
+}
+
+// Computations counts the times the Cache computed the fleets' figures.
+func (c *Cache) Computations() int64 { return c.computed.Load() }
+
+func collectFleets(r *fleetapi.Read, o Options) *fleets {
 	maxSeries := cmp.Or(o.MaxSeries, DefaultMaxSeries)
-	s := &Snapshot{aggregated: o.Aggregate}
+	s := &fleets{aggregated: o.Aggregate}
 	if !s.aggregated {
 		n := 0
 		for d := range r.LiveFleets() {
@@ -214,13 +279,18 @@ func Collect(r *fleetapi.Read, o Options) *Snapshot {
 		slices.SortFunc(s.rows, func(a, b *row) int { return slices.Compare(a.labels, b.labels) })
 		s.rows = s.fairShare(maxSeries)
 	}
+	return s
+}
+
+func collectClusters(r *fleetapi.Read) []clusterRow {
 	now := r.Now()
+	var out []clusterRow
 	for _, c := range r.Clusters().Items {
-		s.clusters = append(s.clusters, clusterRow{
+		out = append(out, clusterRow{
 			name: c.Cluster, age: max(0, now.Sub(c.HeartbeatAt).Seconds()), stale: c.Stale, fleets: c.FleetCount,
 		})
 	}
-	return s
+	return out
 }
 
 // fairShare keeps the sums that fit in maxSeries, each cluster within an
@@ -229,7 +299,7 @@ func Collect(r *fleetapi.Read, o Options) *Snapshot {
 // cluster's. A sum too large for its cluster's share is left out whole
 // and counted; the cluster's next sums may still fit. The rows are sorted
 // by cluster first.
-func (s *Snapshot) fairShare(maxSeries int) []*row {
+func (s *fleets) fairShare(maxSeries int) []*row {
 	clusters := 0
 	for i, g := range s.rows {
 		if i == 0 || g.labels[0] != s.rows[i-1].labels[0] {
@@ -303,10 +373,44 @@ func addAvailable(sum map[string]int64, aggs map[string]fleet.DocAggregate) map[
 // Aggregated says whether the fleet series are sums.
 func (s *Snapshot) Aggregated() bool { return s.aggregated }
 
-// Write encodes the snapshot in format (one expfmt.Negotiate chose).
+// Write encodes the snapshot in format (one expfmt.Negotiate chose): the
+// fleets' families, encoded once per format for every scrape that shares
+// them, then the clusters'.
 func (s *Snapshot) Write(w io.Writer, format expfmt.Format) error {
+	b, err := s.fleets.encode(format)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	return encode(w, format, s.clusterFamilies(), true)
+}
+
+// encode returns the fleets' families in format, encoding them the first
+// time.
+func (s *fleets) encode(format expfmt.Format) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.encoded[format]; ok {
+		return b, nil
+	}
+	var buf bytes.Buffer
+	if err := encode(&buf, format, s.families(), false); err != nil {
+		return nil, err
+	}
+	if s.encoded == nil {
+		s.encoded = map[expfmt.Format][]byte{}
+	}
+	s.encoded[format] = buf.Bytes()
+	return buf.Bytes(), nil
+}
+
+// encode writes families in format; closing writes what ends an answer
+// (OpenMetrics' "# EOF").
+func encode(w io.Writer, format expfmt.Format, families iter.Seq[*dto.MetricFamily], closing bool) error {
 	enc := expfmt.NewEncoder(w, format)
-	for mf := range s.families() {
+	for mf := range families {
 		if len(mf.Metric) == 0 {
 			continue // the text format has no empty family: expfmt refuses one
 		}
@@ -314,15 +418,15 @@ func (s *Snapshot) Write(w io.Writer, format expfmt.Format) error {
 			return err
 		}
 	}
-	if c, ok := enc.(expfmt.Closer); ok {
+	if c, ok := enc.(expfmt.Closer); ok && closing {
 		return c.Close()
 	}
 	return nil
 }
 
-// families builds the metric families one by one: only one family's
-// messages are held at a time.
-func (s *Snapshot) families() iter.Seq[*dto.MetricFamily] {
+// families builds the fleets' metric families one by one: only one
+// family's messages are held at a time.
+func (s *fleets) families() iter.Seq[*dto.MetricFamily] {
 	return func(yield func(*dto.MetricFamily) bool) {
 		// Every row's label pairs, shared by its series of every family.
 		pairs := make([][]*dto.LabelPair, len(s.rows))
@@ -361,6 +465,12 @@ func (s *Snapshot) families() iter.Seq[*dto.MetricFamily] {
 		if !yield(s.keyed(nameList, "list", "Capacity the fleet's game servers have left in a list (capacity - values)."+summed, pairs, func(g *row) map[string]int64 { return g.lists })) {
 			return
 		}
+	}
+}
+
+// clusterFamilies builds the clusters' families and the answer's own.
+func (s *Snapshot) clusterFamilies() iter.Seq[*dto.MetricFamily] {
+	return func(yield func(*dto.MetricFamily) bool) {
 		for _, f := range []struct {
 			name, help string
 			v          func(c clusterRow) float64
@@ -393,7 +503,7 @@ func (s *Snapshot) families() iter.Seq[*dto.MetricFamily] {
 	}
 }
 
-func (s *Snapshot) family(name, help string, pairs [][]*dto.LabelPair, value func(*row) (float64, bool)) *dto.MetricFamily {
+func (s *fleets) family(name, help string, pairs [][]*dto.LabelPair, value func(*row) (float64, bool)) *dto.MetricFamily {
 	mf := newFamily(name, help, len(s.rows))
 	sl := newSlab(len(s.rows))
 	for i, g := range s.rows {
@@ -405,7 +515,7 @@ func (s *Snapshot) family(name, help string, pairs [][]*dto.LabelPair, value fun
 }
 
 // keyed builds a family with one series per row and key of its map.
-func (s *Snapshot) keyed(name, keyLabel, help string, pairs [][]*dto.LabelPair, m func(*row) map[string]int64) *dto.MetricFamily {
+func (s *fleets) keyed(name, keyLabel, help string, pairs [][]*dto.LabelPair, m func(*row) map[string]int64) *dto.MetricFamily {
 	n := 0
 	for _, g := range s.rows {
 		n += len(m(g))

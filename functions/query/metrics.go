@@ -13,8 +13,10 @@ import (
 
 // metrics serves /metrics: the view's capacity figures in the Prometheus
 // format the scraper accepts (package fleetmetrics), gzipped when it
-// accepts that. Figures are copied under the view's lock and encoded after
-// it, so a slow scraper holds no sync back.
+// accepts that. The fleets' figures are computed and encoded once per
+// version of the view and format (fleetmetrics.Cache), so that any number
+// of scrapers cost one computation per change; a snapshot of the view is
+// immutable, so a slow scraper holds nothing back.
 func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -27,7 +29,7 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
 	}
 	var snap *fleetmetrics.Snapshot
 	if err := h.svc.Read(r.Context(), func(rd *fleetapi.Read) error {
-		snap = fleetmetrics.Collect(rd, h.metricsOpts)
+		snap = h.metricsCache.Collect(rd)
 		return nil
 	}); err != nil {
 		h.fail(w, r, err)
@@ -41,7 +43,7 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
 	var out io.Writer = w
 	if acceptsGzip(r) {
 		hd.Set("Content-Encoding", "gzip")
-		zw := gzip.NewWriter(w)
+		zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed) // a valid level: no error
 		defer zw.Close()
 		out = zw
 	}

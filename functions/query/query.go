@@ -40,6 +40,9 @@ type Handler struct {
 	// writeTimeout bounds each write of a stream.
 	writeTimeout time.Duration
 	metricsOpts  fleetmetrics.Options
+	// metrics computes /metrics' fleet figures once per version of the
+	// view, whatever the number of scrapers.
+	metricsCache *fleetmetrics.Cache
 }
 
 // DefaultStreamWriteTimeout bounds how long one message of a stream may
@@ -72,6 +75,7 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 		o(h)
 	}
 	h.streams = fleetrpc.NewStreams(log, h.writeTimeout)
+	h.metricsCache = fleetmetrics.NewCache(h.metricsOpts)
 	h.mux.HandleFunc("/v1/fleets", h.get(listFleets))
 	h.mux.HandleFunc("/v1/fleets/{cluster}/{namespace}/{name}", h.get(getFleet))
 	h.mux.HandleFunc("/v1/clusters", h.get(listClusters))
