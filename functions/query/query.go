@@ -469,6 +469,10 @@ func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Hand
 		log.Info("query view holds a partition", "clusters", cfg.View.Clusters)
 	}
 	svc := fleetapi.NewService(src, cfg.View)
+	// The view loads now, in the background: the instance's first
+	// visitor does not pay for it (a function's first request waits for
+	// the load it would have started anyway).
+	svc.Start()
 	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics)), nil
 }
 
