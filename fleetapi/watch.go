@@ -106,6 +106,21 @@ func watchFilter(q Query) (Query, string) {
 // its previous one to the newest state of each fleet: a client that reads
 // slowly gets fewer, newer events, and delays no other watch.
 func (s *Service) Watch(ctx context.Context, q Query, resumeToken string, send func(Event) error) error {
+	return s.WatchSteps(ctx, q, resumeToken, func(events []Event) error {
+		for _, e := range events {
+			if err := send(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// WatchSteps is Watch, its events handed over a step at a time (at most
+// StepEvents, with their resume tokens): a stream that writes them all
+// before it flushes sends a large initial set in a few writes rather than
+// one per fleet. The slice is valid only during the call.
+func (s *Service) WatchSteps(ctx context.Context, q Query, resumeToken string, send func([]Event) error) error {
 	q, filter := watchFilter(q)
 	if _, err := s.eng.Watch(q, filter, resumeToken); err != nil {
 		return paramErr("resumeToken", "%v", err)
@@ -129,10 +144,15 @@ func (s *Service) Watch(ctx context.Context, q Query, resumeToken string, send f
 	}
 	heartbeat := time.NewTicker(s.opts.Heartbeat)
 	defer heartbeat.Stop()
+	var events []Event
 	for {
 		st := w.Step()
+		events = events[:0]
 		for _, e := range st.Events {
-			if err := send(s.event(e)); err != nil {
+			events = append(events, s.event(e))
+		}
+		if len(events) > 0 {
+			if err := send(events); err != nil {
 				return err
 			}
 		}
@@ -150,7 +170,7 @@ func (s *Service) Watch(ctx context.Context, q Query, resumeToken string, send f
 			return nil
 		case <-st.Updated:
 		case <-heartbeat.C:
-			if err := send(Event{Kind: Heartbeat, Time: s.opts.Now(), ResumeToken: w.Token()}); err != nil {
+			if err := send([]Event{{Kind: Heartbeat, Time: s.opts.Now(), ResumeToken: w.Token()}}); err != nil {
 				return err
 			}
 		}

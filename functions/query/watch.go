@@ -35,7 +35,9 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	h.streams.Arm(ctx)
 	started := false
-	err = h.svc.Watch(ctx, q, token, func(e fleetapi.Event) error {
+	// A step's events are written, then flushed once: a large initial set
+	// goes out in a few writes, not one per fleet.
+	err = h.svc.WatchSteps(ctx, q, token, func(events []fleetapi.Event) error {
 		if !started {
 			hd := w.Header()
 			hd.Set("Content-Type", "text/event-stream")
@@ -44,8 +46,10 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusOK)
 			started = true
 		}
-		if err := writeEvent(w, e.ResumeToken, string(e.Kind), sseData(e)); err != nil {
-			return err
+		for _, e := range events {
+			if err := writeEvent(w, e.ResumeToken, string(e.Kind), sseData(e)); err != nil {
+				return err
+			}
 		}
 		return rc.Flush()
 	})
