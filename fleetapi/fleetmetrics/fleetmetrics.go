@@ -8,9 +8,10 @@
 //
 // The figures are those of a fleet query without filters: the live fleets
 // of clusters that are not stale, as GET /v1/fleets answers them from the
-// same view. Collect copies them from a fleetapi.Read, costing no read of
-// the store; Snapshot.Write encodes them in the format the scraper asked
-// for (expfmt.Negotiate), after the view's lock is released.
+// same view. Collect copies them from a fleetapi.Read (one immutable
+// snapshot of the view), costing no read of the store; Snapshot.Write
+// encodes them in the format the scraper asked for (expfmt.Negotiate). A
+// Cache does both once per version of the view, for every scraper.
 //
 // Cardinality is bounded. Each fleet is its own series (labelled cluster,
 // namespace, fleet and the label_* of Options.Labels) while all of them

@@ -21,7 +21,7 @@ func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); re
 
 // BenchmarkMetricsScrape measures one scrape of /metrics over 10 000 fleets
 // in 3 clusters (each fleet with one counter and one list): copying the
-// figures from a reading of the view (under its lock) and encoding them in
+// figures from a reading of the view (one snapshot) and encoding them in
 // Prometheus' text format, per fleet (about 70 000 series) and summed by
 // cluster, platform and version (12 sums). The view is loaded and synced
 // before; a scrape reads no store.
