@@ -371,6 +371,12 @@ function sortedIDs() {
 const rows = new Map(); // id → {tr, fleet}: the rows of the page shown
 
 function renderFleets() {
+  if (!state.synced) {
+    // The initial set is still arriving: count it, and sort it once, when
+    // it is whole, rather than again at every render while it comes.
+    $("summary").textContent = `Loading… ${n(state.fleets.size)} fleets so far.`;
+    return;
+  }
   const ids = sortedIDs();
   const pages = Math.max(1, Math.ceil(ids.length / PAGE_SIZE));
   const page = Math.min(state.filter.page, pages);
@@ -413,10 +419,9 @@ function renderFleets() {
     if (f.stale) stale++;
     else ready = add(ready, f.readyReplicas);
   }
-  $("summary").textContent = state.synced
-    ? `${n(ids.length)} fleets matching, ${n(ready)} ready replicas in those of live clusters` +
-      (stale ? `; ${n(stale)} in stale clusters.` : ".")
-    : `Loading… ${n(ids.length)} fleets so far.`;
+  $("summary").textContent =
+    `${n(ids.length)} fleets matching, ${n(ready)} ready replicas in those of live clusters` +
+    (stale ? `; ${n(stale)} in stale clusters.` : ".");
   $("page-info").textContent = ids.length
     ? `Fleets ${n(from + 1)}–${n(from + shown.length)} of ${n(ids.length)}, page ${n(page)} of ${n(pages)}`
     : "No fleet matches.";
