@@ -99,10 +99,10 @@ func TestAQuietListenerIsPolled(t *testing.T) {
 	w := newWorld(t)
 	l := listen(t, w, fleetapitest.Listening{Memory: w.mem}, Options{MaxStaleness: time.Second})
 	reads := w.mem.Reads()
-	w.clk.Add(400 * time.Millisecond)
+	w.clk.Step(400 * time.Millisecond)
 	all(t, l.svc, NewQuery())
 	assert.Equal(t, reads, w.mem.Reads(), "the listener is not quiet for long enough yet")
-	w.clk.Add(200 * time.Millisecond)
+	w.clk.Step(200 * time.Millisecond)
 	all(t, l.svc, NewQuery())
 	require.Eventually(t, func() bool { return w.mem.Reads() == reads+1 }, 10*time.Second, time.Millisecond,
 		"a request past half of MaxStaleness polls the quiet listener's fleets")
@@ -121,7 +121,7 @@ func TestAViewPollsWhileItsListenerIsDown(t *testing.T) {
 	require.Never(t, func() bool { return w.mem.Listeners() > 0 }, 50*time.Millisecond, time.Millisecond,
 		"a listener started again before fleetview.FollowRetry")
 
-	w.clk.Add(fleetview.FollowRetry)
+	w.clk.Step(fleetview.FollowRetry)
 	require.Eventually(t, func() bool { return w.mem.Listeners() == 1 }, 10*time.Second, time.Millisecond)
 	reads := w.mem.Reads()
 	w.put(doc("pc", "games", "a", nil, 2, nil))
@@ -174,7 +174,7 @@ func TestASyncNeverStepsBackOverTheListener(t *testing.T) {
 			w.put(doc("pc", "games", "b", nil, 1, nil))
 			l := listen(t, w, src, Options{Resync: time.Hour})
 			if full {
-				w.clk.Add(time.Hour) // the next sync loads everything
+				w.clk.Step(time.Hour) // the next sync loads everything
 			}
 			src.mu.Lock()
 			src.during = func() {

@@ -73,7 +73,7 @@ func TestAClusterPastTheViewsBudgetIsLeftOut(t *testing.T) {
 	for i := 10; i < 60; i++ {
 		w.remove("xbox", "games", fmt.Sprintf("hog-%04d", i))
 	}
-	w.clk.Add(2 * time.Hour)
+	w.clk.Step(2 * time.Hour)
 	w.heartbeat("xbox", 0)
 	w.heartbeat("pc", 0)
 	w.heartbeat("ps5", 0)

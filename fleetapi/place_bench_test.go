@@ -126,7 +126,7 @@ func spread(b *testing.B, place bool) spreadResult {
 	for s := range seconds {
 		allocs[s] = make([]float64, fleets)
 		for t := range perSecond {
-			w.clk.Add(tick)
+			w.clk.Step(tick)
 			for range matchmakers {
 				i := choose()
 				ready[i]--

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -18,35 +19,17 @@ import (
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 )
 
-// clock is a settable clock for staleness and sync ages.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // world is an in-memory store with three clusters whose heartbeats are
 // fresh on clk, and a Service over it.
 type world struct {
 	mem *fleetapitest.Memory
-	clk *clock
+	clk *testingclock.FakeClock
 	seq int64
 }
 
 func newWorld(tb testing.TB) *world {
 	tb.Helper()
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	w := &world{mem: fleetapitest.NewMemory(clk.Now), clk: clk}
 	for _, c := range []string{"pc", "ps5", "xbox"} {
 		w.heartbeat(c, 0)
@@ -83,7 +66,7 @@ func (w *world) put(d *fleet.Document) {
 
 // settle lets more than CommitLag pass: what was written before is
 // behind the next sync's point.
-func (w *world) settle() { w.clk.Add(time.Second) }
+func (w *world) settle() { w.clk.Step(time.Second) }
 
 // remove writes a fleet's tombstone.
 func (w *world) remove(cluster, ns, name string) {
@@ -190,7 +173,7 @@ func TestTheViewHasEveryWriteAcknowledgedBeforeTheRead(t *testing.T) {
 			w.put(doc("pc", "games", "a", nil, 1, nil))
 			assert.Equal(t, []string{"pc/games/a"}, all(t, svc, NewQuery()))
 
-			w.clk.Add(step)
+			w.clk.Step(step)
 			w.put(doc("pc", "games", "b", nil, 1, nil))
 			w.put(doc("pc", "games", "a", nil, 7, nil))
 			assert.Equal(t, []string{"pc/games/a", "pc/games/b"}, all(t, svc, NewQuery()))
@@ -198,13 +181,13 @@ func TestTheViewHasEveryWriteAcknowledgedBeforeTheRead(t *testing.T) {
 			require.NoError(t, err)
 			assert.EqualValues(t, 7, f.ReadyReplicas)
 
-			w.clk.Add(step)
+			w.clk.Step(step)
 			w.remove("pc", "games", "a")
 			assert.Equal(t, []string{"pc/games/b"}, all(t, svc, NewQuery()))
 			_, err = svc.GetFleet(t.Context(), key)
 			assert.Equal(t, NotFound, CodeOf(err))
 
-			w.clk.Add(step)
+			w.clk.Step(step)
 			w.put(doc("pc", "games", "a", nil, 2, nil)) // revived
 			assert.Equal(t, []string{"pc/games/a", "pc/games/b"}, all(t, svc, NewQuery()))
 		})
@@ -221,21 +204,21 @@ func TestACommitVisibleAfterItsStampIsNotMissed(t *testing.T) {
 	all(t, svc, NewQuery())
 
 	commitA := w.mem.HoldFleet(*doc("pc", "games", "a", nil, 1, nil)) // stamped now, not yet visible
-	w.clk.Add(40 * time.Millisecond)
+	w.clk.Step(40 * time.Millisecond)
 	w.put(doc("pc", "games", "b", nil, 1, nil))
 	assert.Equal(t, []string{"pc/games/b"}, all(t, svc, NewQuery()), "a is not visible yet")
-	w.clk.Add(50 * time.Millisecond)
+	w.clk.Step(50 * time.Millisecond)
 	commitA() // acknowledged 90 ms after its stamp
 	assert.Equal(t, []string{"pc/games/a", "pc/games/b"}, all(t, svc, NewQuery()))
 
 	w.settle()
 	all(t, svc, NewQuery())
 	commitC := w.mem.HoldFleet(*doc("pc", "games", "c", nil, 1, nil))
-	w.clk.Add(150 * time.Millisecond)
+	w.clk.Step(150 * time.Millisecond)
 	all(t, svc, NewQuery())
 	commitC() // later than CommitLag: missed until the next full load
 	assert.Equal(t, []string{"pc/games/a", "pc/games/b"}, all(t, svc, NewQuery()))
-	w.clk.Add(time.Hour)
+	w.clk.Step(time.Hour)
 	w.heartbeat("pc", 0)
 	assert.Equal(t, []string{"pc/games/a", "pc/games/b", "pc/games/c"}, all(t, svc, NewQuery()))
 }
@@ -283,7 +266,7 @@ func TestReadsCostWhatChanged(t *testing.T) {
 		}
 	})
 	t.Run("clusters are read again once ClusterRefresh has passed", func(t *testing.T) {
-		w.clk.Add(2 * time.Minute)
+		w.clk.Step(2 * time.Minute)
 		w.heartbeat("pc", 0)
 		before := w.mem.Reads()
 		all(t, svc, NewQuery())
@@ -297,7 +280,7 @@ func TestReadsCostWhatChanged(t *testing.T) {
 			before := w.mem.Reads()
 			all(t, svc, NewQuery())
 			assert.EqualValues(t, 1, w.mem.Reads()-before, "the write, read again by each sync within CommitLag")
-			w.clk.Add(DefaultCommitLag / 4)
+			w.clk.Step(DefaultCommitLag / 4)
 		}
 		w.settle()
 		all(t, svc, NewQuery())
@@ -364,7 +347,7 @@ func TestETags(t *testing.T) {
 	w.put(doc("pc", "games", "a", nil, 2, nil))
 	second := tag("k")
 	assert.NotEqual(t, first, second, "a fleet changed")
-	w.clk.Add(DefaultStaleAfter + time.Second)
+	w.clk.Step(DefaultStaleAfter + time.Second)
 	assert.NotEqual(t, second, tag("k"), "clusters went stale")
 }
 
@@ -380,7 +363,7 @@ func TestAViewLongIdleLoadsAgain(t *testing.T) {
 
 	w.remove("pc", "games", "a")
 	w.mem.Expire(fleet.Key{Cluster: "pc", Namespace: "games", Name: "a"})
-	w.clk.Add(31 * time.Minute)
+	w.clk.Step(31 * time.Minute)
 	w.heartbeat("pc", 0)
 	assert.Empty(t, all(t, svc, NewQuery()))
 }
@@ -493,17 +476,17 @@ func TestMaxStaleness(t *testing.T) {
 	w := newWorld(t)
 	svc := w.service(Options{MaxStaleness: time.Second, ClusterRefresh: time.Hour})
 	all(t, svc, NewQuery())
-	w.clk.Add(2 * time.Second)
+	w.clk.Step(2 * time.Second)
 	w.put(doc("pc", "games", "a", nil, 1, nil))
 	assert.Equal(t, []string{"pc/games/a"}, all(t, svc, NewQuery()), "the view is older than MaxStaleness: the answer waits")
 
-	w.clk.Add(100 * time.Millisecond)
+	w.clk.Step(100 * time.Millisecond)
 	w.put(doc("pc", "games", "b", nil, 1, nil))
 	before := w.mem.Reads()
 	assert.Equal(t, []string{"pc/games/a"}, all(t, svc, NewQuery()), "within MaxStaleness: answered from the view")
 	assert.Zero(t, w.mem.Reads()-before)
 
-	w.clk.Add(600 * time.Millisecond)
+	w.clk.Step(600 * time.Millisecond)
 	all(t, svc, NewQuery()) // past half: a sync in the background
 	assert.Eventually(t, func() bool {
 		return svc.Read(t.Context(), func(r *Read) error {

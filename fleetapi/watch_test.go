@@ -184,7 +184,7 @@ func TestAWatchFollowsTheSet(t *testing.T) {
 	// xbox's heartbeat ages past StaleAfter: its fleets leave; a
 	// heartbeat brings them back. Every new heartbeat reaches the watch,
 	// with the cluster's new heartbeat time.
-	w.clk.Add(DefaultStaleAfter)
+	w.clk.Step(DefaultStaleAfter)
 	w.heartbeat("pc", 0)
 	w.heartbeat("ps5", 0)
 	beat := w.clk.Now()
@@ -201,7 +201,7 @@ func TestAWatchFollowsTheSet(t *testing.T) {
 	// watch of some clusters hears of them only.
 	s := newWatcher(t, svc, parse(t, "includeStale=true&cluster=xbox"))
 	assert.Equal(t, []string{"cluster xbox stale=false", "added x", "synced 1"}, kinds(s.step(false, -1)))
-	w.clk.Add(DefaultStaleAfter)
+	w.clk.Step(DefaultStaleAfter)
 	w.heartbeat("pc", 0)
 	w.heartbeat("ps5", 0)
 	sync()
@@ -357,7 +357,7 @@ func TestWatchesFollowRandomHistories(t *testing.T) {
 				case op < 8:
 					w.heartbeat(c, []time.Duration{0, 2 * DefaultStaleAfter}[rng.IntN(2)])
 				default:
-					w.clk.Add(time.Duration(rng.IntN(40)) * time.Second)
+					w.clk.Step(time.Duration(rng.IntN(40)) * time.Second)
 				}
 				if rng.IntN(3) == 0 {
 					w.settle()

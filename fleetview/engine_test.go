@@ -43,13 +43,13 @@ func TestAReadNeverWaitsForARoundUnderWay(t *testing.T) {
 	e := New(src, Options{Now: w.clk.Now, MaxStaleness: time.Second, ClusterRefresh: time.Hour})
 	assert.Empty(t, ids(read(t, e)), "the load: no FleetsWrittenSince")
 
-	w.clk.Add(900 * time.Millisecond)
+	w.clk.Step(900 * time.Millisecond)
 	w.put(doc("pc", "games", "a", nil, 1))
 	synced := make(chan error, 1)
 	go func() { synced <- e.Sync(context.Background()) }()
 	<-src.entered // a round began 900 ms after the load, and reads
 
-	w.clk.Add(5 * time.Second) // the snapshot is 5.9 s old
+	w.clk.Step(5 * time.Second) // the snapshot is 5.9 s old
 	assert.Empty(t, ids(read(t, e)), "answered at once from the snapshot, the round under way notwithstanding")
 
 	strict := make(chan error, 1)
@@ -70,17 +70,17 @@ func TestMaxStaleness(t *testing.T) {
 	w := newWorld(t)
 	e := w.engine(w.mem, Options{MaxStaleness: time.Second, ClusterRefresh: time.Hour})
 	read(t, e)
-	w.clk.Add(2 * time.Second)
+	w.clk.Step(2 * time.Second)
 	w.put(doc("pc", "games", "a", nil, 1))
 	assert.Equal(t, sorted("a"), ids(read(t, e)), "an idle view older than MaxStaleness: the read waits")
 
-	w.clk.Add(100 * time.Millisecond)
+	w.clk.Step(100 * time.Millisecond)
 	w.put(doc("pc", "games", "b", nil, 1))
 	before := w.mem.Reads()
 	assert.Equal(t, sorted("a"), ids(read(t, e)), "within half of MaxStaleness: answered from the snapshot")
 	assert.Zero(t, w.mem.Reads()-before)
 
-	w.clk.Add(600 * time.Millisecond)
+	w.clk.Step(600 * time.Millisecond)
 	assert.Equal(t, sorted("a"), ids(read(t, e)), "past half: answered at once")
 	require.Eventually(t, func() bool { return len(ids(e.Current())) == 2 }, 5*time.Second, time.Millisecond,
 		"and a round in the background brings b")
@@ -103,16 +103,16 @@ func TestAPolledViewStartsNoRoundOfItsOwn(t *testing.T) {
 	require.False(t, syncing(), "the load's round is over once its readers are woken")
 	stop, err := e.Watching()
 	require.NoError(t, err)
-	w.clk.Add(40 * time.Minute)
+	w.clk.Step(40 * time.Minute)
 	w.put(doc("pc", "games", "a", nil, 1))
 	assert.Empty(t, ids(read(t, e)), "answered from the snapshot")
 	assert.False(t, syncing(), "the poll syncs; the read does not")
 
-	w.clk.Add(30 * time.Minute)
+	w.clk.Step(30 * time.Minute)
 	assert.Equal(t, sorted("a"), ids(read(t, e)), "past MaxStaleness the idle view's read waits for a round")
 
 	stop()
-	w.clk.Add(40 * time.Minute)
+	w.clk.Step(40 * time.Minute)
 	before := w.mem.Reads()
 	read(t, e)
 	assert.Eventually(t, func() bool { return w.mem.Reads() > before }, 5*time.Second, time.Millisecond,
@@ -221,7 +221,7 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 	// recorded, staleness unchanged.
 	woken = e.Current().Updated()
 	w.settle()
-	w.clk.Add(time.Second)
+	w.clk.Step(time.Second)
 	w.heartbeat("pc", 0)
 	w.heartbeat("ps5", 0)
 	w.heartbeat("xbox", 0)
@@ -254,7 +254,7 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 
 	// A cluster whose heartbeat ages past StaleAfter turns stale; a new
 	// one appears; the others' heartbeats are recorded.
-	w.clk.Add(DefaultStaleAfter)
+	w.clk.Step(DefaultStaleAfter)
 	w.heartbeat("pc", 0)
 	w.heartbeat("ps5", 0)
 	w.heartbeat("switch", 0)
@@ -268,7 +268,7 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 
 	// A fleet deleted while the view was idle, whose tombstone expired:
 	// the reload records that it left.
-	w.clk.Add(time.Hour)
+	w.clk.Step(time.Hour)
 	w.remove("pc", "games", "a")
 	w.mem.Expire(fleet.Key{Cluster: "pc", Namespace: "games", Name: "a"})
 	for _, c := range []string{"pc", "ps5", "xbox", "switch"} {

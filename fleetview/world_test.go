@@ -2,45 +2,27 @@ package fleetview
 
 import (
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 )
 
-// clock is a settable clock for staleness and sync ages.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // world is an in-memory store with three clusters whose heartbeats are
 // fresh on clk.
 type world struct {
 	mem *fleetapitest.Memory
-	clk *clock
+	clk *testingclock.FakeClock
 	seq int64
 }
 
 func newWorld(tb testing.TB) *world {
 	tb.Helper()
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	w := &world{mem: fleetapitest.NewMemory(clk.Now), clk: clk}
 	for _, c := range []string{"pc", "ps5", "xbox"} {
 		w.heartbeat(c, 0)
@@ -76,7 +58,7 @@ func (w *world) put(d *fleet.Document) {
 
 // settle lets more than CommitLag pass: what was written before is
 // behind the next round's point.
-func (w *world) settle() { w.clk.Add(time.Second) }
+func (w *world) settle() { w.clk.Step(time.Second) }
 
 // remove writes a fleet's tombstone.
 func (w *world) remove(cluster, ns, name string) {
