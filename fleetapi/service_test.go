@@ -11,9 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	testingclock "k8s.io/utils/clock/testing"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
