@@ -1,6 +1,7 @@
 package fleetapi
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -494,4 +495,48 @@ func TestMaxStaleness(t *testing.T) {
 			return err
 		}) == nil
 	}, 5*time.Second, time.Millisecond)
+}
+
+// TestAReaderHoldsNobodyBack: a reading that takes as long as it likes (an
+// expensive query, a slow scrape) holds no lock: a sync completes
+// meanwhile, and another request answers from the newer snapshot, while
+// the first still sees the view it started with.
+func TestAReaderHoldsNobodyBack(t *testing.T) {
+	w := newWorld(t)
+	w.put(doc("pc", "games", "a", nil, 1, nil))
+	svc := w.service(Options{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := make(chan error, 1)
+	go func() {
+		slow <- svc.Read(context.Background(), func(r *Read) error {
+			close(entered)
+			<-release
+			_, err := r.Fleet(fleet.Key{Cluster: "pc", Namespace: "games", Name: "b"})
+			if CodeOf(err) != NotFound {
+				return fmt.Errorf("the slow reading saw a later write: %v", err)
+			}
+			return nil
+		})
+	}()
+	<-entered
+	w.settle()
+	w.put(doc("pc", "games", "b", nil, 1, nil))
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			if err := svc.Sync(t.Context()); err != nil {
+				return err
+			}
+			_, err := svc.GetFleet(t.Context(), fleet.Key{Cluster: "pc", Namespace: "games", Name: "b"})
+			return err
+		}()
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "the sync and the other request, while the slow reading runs")
+	case <-time.After(30 * time.Second):
+		t.Fatal("a sync or a request waited for a slow reading")
+	}
+	close(release)
+	require.NoError(t, <-slow)
 }
