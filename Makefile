@@ -133,9 +133,9 @@ controlplane: ## Build kube-apiserver and etcd into the user cache (once per mac
 	$(CONTROLPLANE) build
 
 .PHONY: bench
-bench: ## Run every benchmark (about 55 min) on the emulators and the control plane; write BENCHMARKS.md from the run, which it keeps as the benchdoc test's record.
+bench: ## Run every benchmark (about an hour) on the emulators and the control plane; write BENCHMARKS.md from the run, which it keeps as the benchdoc test's record.
 	mkdir -p bin
-	@echo "make bench: about 55 minutes; each benchmark's line appears when it ends (the coalescing and the bill scenarios take 12 min each)"
+	@echo "make bench: about an hour; each benchmark's line appears when it ends (the coalescing and the bill scenarios take 12 min each, the readers scenario 7)"
 	@git diff --quiet HEAD 2>/dev/null || echo "make bench: tracked files differ from HEAD; BENCHMARKS.md will say the run measured uncommitted changes"
 	$(WITH_CONTROLPLANE) $(GO) run ./internal/cmd/benchdoc -record > bin/bench.txt
 	$(WITH_CONTROLPLANE) $(WITH_BROWSER) \

@@ -1,0 +1,192 @@
+package emulatortests
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/firestoredb"
+	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/functions/query"
+	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
+	"github.com/fleetcast/fleetcast/logging"
+)
+
+var (
+	readersRequests = flag.Int("readers.requests", 2000, "BenchmarkReaders: requests per phase and round")
+	readersRounds   = flag.Int("readers.rounds", 3, "BenchmarkReaders: rounds of each phase (the median and range across them are reported)")
+	readersFleets   = flag.String("readers.fleets", "1000,10000", "BenchmarkReaders: fleet counts, comma-separated")
+)
+
+// BenchmarkReaders measures what readers of one query instance see of each
+// other and of the view's syncs, over the Firestore emulator holding 1 000
+// and 10 000 fleets, while syncs run back to back (a loop of strict syncs,
+// and a fleet written every 20 ms):
+//   - selector: GET /v1/fleets?selector=… (a page of 100), p50 and p99 of
+//     each round of -readers.requests, their median and range over
+//     -readers.rounds;
+//   - bystander: GET /v1/fleets/{cluster}/{namespace}/{name} alone, then
+//     while 8 hostile readers loop (the largest legal selector, the
+//     largest page, /metrics, a placement with the largest policy), and
+//     the ratio of their p99s;
+//   - overlimit: a selector one requirement past the limit, refused (400);
+//   - metrics: 8 scrapers of /metrics at once.
+func BenchmarkReaders(b *testing.B) {
+	for _, s := range strings.Split(*readersFleets, ",") {
+		var n int
+		_, err := fmt.Sscan(s, &n)
+		require.NoError(b, err, "-readers.fleets")
+		b.Run(fmt.Sprintf("fleets=%d", n), func(b *testing.B) { benchmarkReaders(b, n) })
+	}
+}
+
+func benchmarkReaders(b *testing.B, n int) {
+	project := emulator.ProjectID(b)
+	store := firestoredb.New(emulator.Firestore(b, project), time.Hour, time.Now)
+	fillFleets(b, store, n)
+	log := logging.New(io.Discard, logging.LevelWarning)
+	svc := fleetapi.NewService(store, fleetapi.Options{StaleAfter: time.Hour, Log: log})
+	srv := httptest.NewServer(query.NewHandler(svc, log))
+	b.Cleanup(srv.Close)
+	client := testhttp.New(&http.Transport{MaxIdleConnsPerHost: 16})
+	get := func(path string, want int) time.Duration {
+		start := time.Now()
+		resp, err := client.Get(srv.URL + path)
+		require.NoError(b, err)
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.NoError(b, err)
+		resp.Body.Close()
+		require.Equal(b, want, resp.StatusCode, path)
+		return time.Since(start)
+	}
+	get("/v1/fleets", http.StatusOK) // the load
+
+	// Syncs back to back, each with something to read.
+	ctx, stop := context.WithCancel(b.Context())
+	var bg sync.WaitGroup
+	var syncs atomic.Int64
+	bg.Go(func() {
+		for ctx.Err() == nil {
+			if svc.Sync(ctx) == nil {
+				syncs.Add(1)
+			}
+		}
+	})
+	bg.Go(func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for seq := int64(1); ctx.Err() == nil; seq++ {
+			_, err := store.Apply(ctx, fleet.Event{
+				SchemaVersion: fleet.SchemaVersion, Kind: fleet.KindUpsert, Cluster: "c0", Namespace: "games", Name: fmt.Sprintf("f%05d", 4*(seq%64)),
+				Version: fleet.Version{Term: 2, Seq: seq}, ObservedAt: fleet.MicrosOf(time.Now()), Publisher: fleet.Publisher{ID: "p"},
+				Fleet: fleet.State{UID: "u", Labels: map[string]string{"platform": "pc", "app.kubernetes.io/version": "1.42"}, Status: fleet.Status{ReadyReplicas: seq % 10}},
+			})
+			if err != nil && ctx.Err() == nil {
+				b.Errorf("write: %v", err)
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+		}
+	})
+	defer func() { stop(); bg.Wait() }()
+	b.ResetTimer()
+	started, syncsBefore := time.Now(), syncs.Load()
+
+	// rounds runs request k times a round and returns each round's p50
+	// and p99, in ms.
+	rounds := func(request func() time.Duration) (p50, p99 []float64) {
+		for range *readersRounds {
+			lat := make([]time.Duration, 0, *readersRequests)
+			for range *readersRequests {
+				lat = append(lat, request())
+			}
+			ms := millis(lat)
+			p50, p99 = append(p50, quantile(ms, 0.5)), append(p99, quantile(ms, 0.99))
+		}
+		return p50, p99
+	}
+	selector := "/v1/fleets?pageSize=100&" + url.Values{"selector": {"platform=pc,app.kubernetes.io/version=1.42"}}.Encode()
+	p50, p99 := rounds(func() time.Duration { return get(selector, http.StatusOK) })
+	reportSpread(b, "selector-p50", "ms", p50)
+	reportSpread(b, "selector-p99", "ms", p99)
+
+	one := "/v1/fleets/c1/games/f00001"
+	_, alone := rounds(func() time.Duration { return get(one, http.StatusOK) })
+	reportSpread(b, "bystander-alone-p99", "ms", alone)
+
+	terms := make([]string, fleetapi.MaxSelectorRequirements)
+	for i := range terms {
+		terms[i] = fmt.Sprintf("!k%02d", i)
+	}
+	largest := strings.Join(terms, ",")
+	rules := make([]string, fleetapi.MaxPolicyRules)
+	for i := range rules {
+		rules[i] = largest + ":" + fmt.Sprint(i)
+	}
+	hostile := []string{
+		"/v1/fleets?pageSize=100&" + url.Values{"selector": {largest}}.Encode(),
+		"/v1/fleets?pageSize=1000&includeStale=true",
+		"/metrics",
+		"/v1/placements?count=100&" + url.Values{"policy": rules}.Encode(),
+	}
+	hctx, hstop := context.WithCancel(ctx)
+	var hostiles sync.WaitGroup
+	var hostileRequests atomic.Int64
+	for i := range 8 {
+		hostiles.Go(func() {
+			for hctx.Err() == nil {
+				get(hostile[i%len(hostile)], http.StatusOK)
+				hostileRequests.Add(1)
+			}
+		})
+	}
+	_, beside := rounds(func() time.Duration { return get(one, http.StatusOK) })
+	hstop()
+	hostiles.Wait()
+	reportSpread(b, "bystander-hostile-p99", "ms", beside)
+	ratios := make([]float64, len(alone))
+	for i := range alone {
+		ratios[i] = beside[i] / alone[i]
+	}
+	reportSpread(b, "bystander-ratio", "x", ratios)
+	b.ReportMetric(float64(hostileRequests.Load()), "hostile-requests")
+
+	over := "/v1/fleets?" + url.Values{"selector": {largest + ",!k99"}}.Encode()
+	_, refused := rounds(func() time.Duration { return get(over, http.StatusBadRequest) })
+	reportSpread(b, "overlimit-p99", "ms", refused)
+
+	var scrapes sync.Mutex
+	var scrapeLat []time.Duration
+	var scrapers sync.WaitGroup
+	for range 8 {
+		scrapers.Go(func() {
+			for range *readersRequests / 40 {
+				took := get("/metrics", http.StatusOK)
+				scrapes.Lock()
+				scrapeLat = append(scrapeLat, took)
+				scrapes.Unlock()
+			}
+		})
+	}
+	scrapers.Wait()
+	reportDist(b, "metrics-8-scrapers", "ms", millis(scrapeLat))
+
+	b.ReportMetric(float64(syncs.Load()-syncsBefore)/time.Since(started).Seconds(), "syncs/s")
+	b.ReportMetric(float64(n), "fleets")
+}
