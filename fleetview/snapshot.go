@@ -155,7 +155,7 @@ type shown struct {
 	doc  *fleet.ClusterDocument
 }
 
-// clusterAt is a cluster's state in the snapshot, as a watch sees it.
+// clusterNow is a cluster's state in the snapshot, as a watch sees it.
 func (s *Snapshot) clusterNow(name string) clusterState {
 	st, known := s.stale[name]
 	sh := s.shown[name]
