@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fleetcast/fleetcast/fleet"
-	"github.com/fleetcast/fleetcast/fleetview"
 )
 
 // Fleet is one fleet in the query API.
@@ -188,10 +187,3 @@ func nonNil[V any](m map[string]V) map[string]V {
 	}
 	return m
 }
-
-// Encodable reports why an answer holding d could not be encoded, or nil
-// (fleetview.Encodable): such a document is left out of the view.
-func Encodable(d *fleet.Document) error { return fleetview.Encodable(d) }
-
-// ClusterEncodable is Encodable for a cluster document.
-func ClusterEncodable(c *fleet.ClusterDocument) error { return fleetview.ClusterEncodable(c) }

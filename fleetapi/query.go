@@ -49,10 +49,9 @@ func ParseSelector(s string) (labels.Selector, error) {
 	if len(s) > MaxSelectorBytes {
 		return nil, fmt.Errorf("%d bytes: a selector is at most %d bytes (MaxSelectorBytes)", len(s), MaxSelectorBytes)
 	}
-	// A requirement needs at least one byte and a comma between each:
-	// count them before parsing, so that the parse itself is bounded.
-	if n := strings.Count(s, ",") + 1; n > MaxSelectorRequirements && countRequirements(s) > MaxSelectorRequirements {
-		return nil, fmt.Errorf("%d requirements: a selector has at most %d (MaxSelectorRequirements)", countRequirements(s), MaxSelectorRequirements)
+	// Counted before parsing, so that the parse itself is bounded.
+	if n := countRequirements(s); n > MaxSelectorRequirements {
+		return nil, fmt.Errorf("%d requirements: a selector has at most %d (MaxSelectorRequirements)", n, MaxSelectorRequirements)
 	}
 	sel, err := labels.Parse(s)
 	if err != nil {

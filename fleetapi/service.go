@@ -261,7 +261,8 @@ func (r *Read) candidates(clusters []string) iter.Seq2[string, *fleet.Document] 
 		return r.snap.Entries()
 	}
 	return func(yield func(string, *fleet.Document) bool) {
-		for _, c := range slices.Sorted(slices.Values(clusters)) {
+		// Each named once, in name order, which is the IDs' order.
+		for _, c := range slices.Compact(slices.Sorted(slices.Values(clusters))) {
 			for id, d := range r.snap.ClusterEntries(c) {
 				if !yield(id, d) {
 					return

@@ -122,7 +122,8 @@ func (s *Service) Watch(ctx context.Context, q Query, resumeToken string, send f
 // one per fleet. The slice is valid only during the call.
 func (s *Service) WatchSteps(ctx context.Context, q Query, resumeToken string, send func([]Event) error) error {
 	q, filter := watchFilter(q)
-	if _, err := s.eng.Watch(q, filter, resumeToken); err != nil {
+	w, err := s.eng.Watch(q, filter, resumeToken)
+	if err != nil {
 		return paramErr("resumeToken", "%v", err)
 	}
 	stop, err := s.eng.Watching()
@@ -137,10 +138,11 @@ func (s *Service) WatchSteps(ctx context.Context, q Query, resumeToken string, s
 	if err := s.Read(ctx, func(r *Read) error { return r.knownKeys(q) }); err != nil {
 		return err
 	}
-	// From the view the check read: a new watch's set is the view's now.
-	w, err := s.eng.Watch(q, filter, resumeToken)
-	if err != nil {
-		return paramErr("resumeToken", "%v", err)
+	if resumeToken == "" {
+		// A new watch's set is the view's after the read above (the
+		// first load, on a new instance): a watch without a token
+		// cannot fail.
+		w, _ = s.eng.Watch(q, filter, "")
 	}
 	heartbeat := time.NewTicker(s.opts.Heartbeat)
 	defer heartbeat.Stop()

@@ -82,12 +82,8 @@ func (e *Engine) Options() Options { return e.opts }
 // loaded holds nothing.
 func (e *Engine) Current() *Snapshot { return e.snap.Load() }
 
-// Unanswerable counts the documents the view left out because no answer
-// could hold them.
-func (e *Engine) Unanswerable() int64 { return e.unanswerable.Load() }
-
 // Start loads the view in the background, so that no reader pays for it.
-func (e *Engine) Start() { e.kick(false) }
+func (e *Engine) Start() { e.kick() }
 
 // Read returns a snapshot fit for a read arriving now. Strict (a negative
 // MaxStaleness): the snapshot of a round that began after the call. Else
@@ -106,7 +102,7 @@ func (e *Engine) Read(ctx context.Context) (*Snapshot, error) {
 	}
 	s := e.Current()
 	if !s.loaded {
-		r, _ := e.kick(false)
+		r, _ := e.kick()
 		if err := r.wait(ctx); err != nil {
 			return nil, err
 		}
@@ -117,7 +113,7 @@ func (e *Engine) Read(ctx context.Context) (*Snapshot, error) {
 	if age < m/2 || age < m && e.polled() {
 		return s, nil
 	}
-	r, started := e.kick(false)
+	r, started := e.kick()
 	if age < m || !started {
 		return s, nil
 	}
@@ -149,13 +145,13 @@ func (e *Engine) Sync(ctx context.Context) error {
 
 // kick starts a round unless one runs, and returns the round that runs,
 // and whether this call started it.
-func (e *Engine) kick(strict bool) (*round, bool) {
+func (e *Engine) kick() (*round, bool) {
 	e.schedMu.Lock()
 	defer e.schedMu.Unlock()
 	if e.running != nil {
 		return e.running, false
 	}
-	r := newRound(strict)
+	r := newRound(false)
 	e.run(r)
 	return r, true
 }

@@ -53,12 +53,21 @@ func (e *Engine) poll(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		r, _ := e.kick(false)
-		select {
-		case <-stop:
+		if !e.waitRound(stop) {
 			return
-		case <-r.done: // a failure is logged by run
 		}
+	}
+}
+
+// waitRound runs a round unless one runs, and waits for it (a failure is
+// logged by run); false when stop was closed first.
+func (e *Engine) waitRound(stop <-chan struct{}) bool {
+	r, _ := e.kick()
+	select {
+	case <-stop:
+		return false
+	case <-r.done:
+		return true
 	}
 }
 
@@ -103,11 +112,8 @@ func (e *Engine) follow(f Follower, stop <-chan struct{}) {
 			continue
 		case <-t.C:
 		}
-		r, _ := e.kick(false)
-		select {
-		case <-stop:
+		if !e.waitRound(stop) {
 			return
-		case <-r.done: // a failure is logged by run
 		}
 		if ended == nil && !e.opts.Now().Before(retry) {
 			e.mu.Lock()

@@ -54,11 +54,6 @@ func (s *Snapshot) Loaded() bool { return s.loaded }
 // them.
 func (s *Snapshot) Version() uint64 { return s.version }
 
-// SyncedAt is when the newest sync that the snapshot holds began (or the
-// listener's read time), on the engine's clock: every write acknowledged
-// before it is in the snapshot.
-func (s *Snapshot) SyncedAt() time.Time { return s.syncedAt }
-
 // Digest is the XOR of the hashes of every live fleet and cluster: two
 // views holding the same documents have the same digest, whatever their
 // history.
@@ -85,14 +80,6 @@ func (s *Snapshot) Fleet(id string) (*fleet.Document, bool) {
 func (s *Snapshot) Fleets() iter.Seq[*fleet.Document] {
 	return func(yield func(*fleet.Document) bool) {
 		s.fleets.Ascend(func(e *entry) bool { return yield(e.doc) })
-	}
-}
-
-// ClusterFleets yields the live fleets of one cluster, in document ID
-// order.
-func (s *Snapshot) ClusterFleets(cluster string) iter.Seq[*fleet.Document] {
-	return func(yield func(*fleet.Document) bool) {
-		s.ascendCluster(cluster, func(e *entry) bool { return yield(e.doc) })
 	}
 }
 
@@ -125,9 +112,6 @@ func (s *Snapshot) ClusterCount() int { return len(s.names) }
 // for their size (Options.MaxViewBytes), until its next full load finds
 // room.
 func (s *Snapshot) OverBudget(cluster string) bool { return s.over[cluster] }
-
-// Seq is the newest change of the view's feed that the snapshot holds.
-func (s *Snapshot) Seq() uint64 { return s.feed.seq }
 
 // Updated is closed when the engine publishes a snapshot with changes this
 // one does not have.
