@@ -28,7 +28,7 @@ type listened struct {
 // the listener never falls quiet; the follow loop ticks once.
 func listen(t *testing.T, w *world, src Source, opts Options) *listened {
 	t.Helper()
-	opts.Now = w.clk.Now
+	opts.Now = w.Clock.Now
 	opts.ClusterRefresh, opts.StaleAfter = 100*time.Hour, 100*time.Hour
 	if opts.MaxStaleness == 0 {
 		opts.MaxStaleness = time.Hour
@@ -45,7 +45,7 @@ func listen(t *testing.T, w *world, src Source, opts Options) *listened {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	l.next(t, Synced)
-	require.Eventually(t, func() bool { return w.mem.Listeners() == 1 }, 10*time.Second, time.Millisecond, "no listener started")
+	require.Eventually(t, func() bool { return w.Mem.Listeners() == 1 }, 10*time.Second, time.Millisecond, "no listener started")
 	return l
 }
 
@@ -70,26 +70,26 @@ func (l *listened) next(t *testing.T, kind EventKind) Event {
 // every sync within CommitLag.
 func TestAListenedViewReadsEachWriteOnce(t *testing.T) {
 	w := newWorld(t)
-	w.put(doc("pc", "games", "a", nil, 0, nil))
-	l := listen(t, w, fleetapitest.Listening{Memory: w.mem}, Options{})
-	reads := w.mem.Reads()
+	w.Put(doc("pc", "games", "a", nil, 0, nil))
+	l := listen(t, w, fleetapitest.Listening{Memory: w.Mem}, Options{})
+	reads := w.Mem.Reads()
 	for i := range int64(50) {
 		name := []string{"a", "b"}[i%2]
-		w.put(doc("pc", "games", name, nil, i+1, nil))
+		w.Put(doc("pc", "games", name, nil, i+1, nil))
 		e := l.next(t, map[bool]EventKind{true: Added, false: Modified}[i == 1])
 		assert.Equal(t, i+1, e.Fleet.ReadyReplicas)
 		f, err := l.svc.GetFleet(t.Context(), fleet.Key{Cluster: "pc", Namespace: "games", Name: name})
 		require.NoError(t, err)
 		assert.Equal(t, i+1, f.ReadyReplicas, "the answer holds what the listener delivered")
 	}
-	assert.Equal(t, int64(50), w.mem.Reads()-reads, "one read per write, none per answer")
+	assert.Equal(t, int64(50), w.Mem.Reads()-reads, "one read per write, none per answer")
 
 	// A caller that must see every write acknowledged before it still
 	// gets a sync that reads: a listener's delivery proves nothing about
 	// a write it has yet to deliver.
-	reads = w.mem.Reads()
+	reads = w.Mem.Reads()
 	require.NoError(t, l.svc.Sync(t.Context()))
-	assert.Equal(t, int64(2), w.mem.Reads()-reads, "a strict sync reads (both fleets, written within CommitLag of its point)")
+	assert.Equal(t, int64(2), w.Mem.Reads()-reads, "a strict sync reads (both fleets, written within CommitLag of its point)")
 }
 
 // TestAQuietListenerIsPolled: a listener sends nothing while nothing
@@ -97,14 +97,14 @@ func TestAListenedViewReadsEachWriteOnce(t *testing.T) {
 // MaxStaleness reads the fleets again, in the background of a request.
 func TestAQuietListenerIsPolled(t *testing.T) {
 	w := newWorld(t)
-	l := listen(t, w, fleetapitest.Listening{Memory: w.mem}, Options{MaxStaleness: time.Second})
-	reads := w.mem.Reads()
-	w.clk.Step(400 * time.Millisecond)
+	l := listen(t, w, fleetapitest.Listening{Memory: w.Mem}, Options{MaxStaleness: time.Second})
+	reads := w.Mem.Reads()
+	w.Clock.Step(400 * time.Millisecond)
 	all(t, l.svc, NewQuery())
-	assert.Equal(t, reads, w.mem.Reads(), "the listener is not quiet for long enough yet")
-	w.clk.Step(200 * time.Millisecond)
+	assert.Equal(t, reads, w.Mem.Reads(), "the listener is not quiet for long enough yet")
+	w.Clock.Step(200 * time.Millisecond)
 	all(t, l.svc, NewQuery())
-	require.Eventually(t, func() bool { return w.mem.Reads() == reads+1 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return w.Mem.Reads() == reads+1 }, 10*time.Second, time.Millisecond,
 		"a request past half of MaxStaleness polls the quiet listener's fleets")
 }
 
@@ -113,20 +113,20 @@ func TestAQuietListenerIsPolled(t *testing.T) {
 // another listener fleetview.FollowRetry later, from where its syncs got.
 func TestAViewPollsWhileItsListenerIsDown(t *testing.T) {
 	w := newWorld(t)
-	l := listen(t, w, fleetapitest.Listening{Memory: w.mem}, Options{})
-	w.mem.BreakListeners(errors.New("stream reset"))
-	require.Eventually(t, func() bool { return w.mem.Listeners() == 0 }, 10*time.Second, time.Millisecond)
-	w.put(doc("pc", "games", "a", nil, 1, nil))
+	l := listen(t, w, fleetapitest.Listening{Memory: w.Mem}, Options{})
+	w.Mem.BreakListeners(errors.New("stream reset"))
+	require.Eventually(t, func() bool { return w.Mem.Listeners() == 0 }, 10*time.Second, time.Millisecond)
+	w.Put(doc("pc", "games", "a", nil, 1, nil))
 	assert.Equal(t, "a", l.next(t, Added).Fleet.Name, "the polls deliver")
-	require.Never(t, func() bool { return w.mem.Listeners() > 0 }, 50*time.Millisecond, time.Millisecond,
+	require.Never(t, func() bool { return w.Mem.Listeners() > 0 }, 50*time.Millisecond, time.Millisecond,
 		"a listener started again before fleetview.FollowRetry")
 
-	w.clk.Step(fleetview.FollowRetry)
-	require.Eventually(t, func() bool { return w.mem.Listeners() == 1 }, 10*time.Second, time.Millisecond)
-	reads := w.mem.Reads()
-	w.put(doc("pc", "games", "a", nil, 2, nil))
+	w.Clock.Step(fleetview.FollowRetry)
+	require.Eventually(t, func() bool { return w.Mem.Listeners() == 1 }, 10*time.Second, time.Millisecond)
+	reads := w.Mem.Reads()
+	w.Put(doc("pc", "games", "a", nil, 2, nil))
 	assert.Equal(t, int64(2), l.next(t, Modified).Fleet.ReadyReplicas)
-	assert.Equal(t, int64(1), w.mem.Reads()-reads, "the new listener delivers, and nothing polls")
+	assert.Equal(t, int64(1), w.Mem.Reads()-reads, "the new listener delivers, and nothing polls")
 }
 
 // racing is a Listening store whose next read runs during after it took
@@ -169,17 +169,17 @@ func TestASyncNeverStepsBackOverTheListener(t *testing.T) {
 	for _, full := range []bool{false, true} {
 		t.Run(map[bool]string{false: "delta", true: "load"}[full], func(t *testing.T) {
 			w := newWorld(t)
-			src := &racing{Listening: fleetapitest.Listening{Memory: w.mem}}
-			w.put(doc("pc", "games", "a", nil, 1, nil))
-			w.put(doc("pc", "games", "b", nil, 1, nil))
+			src := &racing{Listening: fleetapitest.Listening{Memory: w.Mem}}
+			w.Put(doc("pc", "games", "a", nil, 1, nil))
+			w.Put(doc("pc", "games", "b", nil, 1, nil))
 			l := listen(t, w, src, Options{Resync: time.Hour})
 			if full {
-				w.clk.Step(time.Hour) // the next sync loads everything
+				w.Clock.Step(time.Hour) // the next sync loads everything
 			}
 			src.mu.Lock()
 			src.during = func() {
-				w.remove("pc", "games", "a")
-				w.put(doc("pc", "games", "b", nil, 2, nil))
+				w.Remove("pc", "games", "a")
+				w.Put(doc("pc", "games", "b", nil, 2, nil))
 				assert.Equal(t, "a", l.next(t, Removed).Fleet.Name)
 				assert.Equal(t, int64(2), l.next(t, Modified).Fleet.ReadyReplicas)
 			}

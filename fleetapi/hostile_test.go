@@ -22,8 +22,8 @@ func TestSumsOverClustersSaturate(t *testing.T) {
 	w := newWorld(t)
 	liar := doc("pc", "games", "liar", map[string]string{"version": "1.42"}, math.MaxInt64, nil)
 	liar.Status.AllocatedReplicas = math.MaxInt64
-	w.put(liar)
-	w.put(doc("ps5", "games", "honest", map[string]string{"version": "1.42"}, 5, nil))
+	w.Put(liar)
+	w.Put(doc("ps5", "games", "honest", map[string]string{"version": "1.42"}, 5, nil))
 	svc := w.service(Options{})
 
 	lv, err := svc.LabelValues(t.Context(), "version", false)
@@ -43,7 +43,7 @@ func TestSumsOverClustersSaturate(t *testing.T) {
 func TestAClusterPastTheViewsBudgetIsLeftOut(t *testing.T) {
 	w := newWorld(t)
 	for i := range 5 {
-		w.put(doc("pc", "games", fmt.Sprintf("pc-%d", i), nil, 1, nil))
+		w.Put(doc("pc", "games", fmt.Sprintf("pc-%d", i), nil, 1, nil))
 	}
 	per := fleetview.DocBytes(doc("xbox", "games", "hog-0000", nil, 1, nil))
 	svc := w.service(Options{MaxViewBytes: 40 * per, Resync: time.Hour, TombstoneRetention: 24 * time.Hour})
@@ -52,9 +52,9 @@ func TestAClusterPastTheViewsBudgetIsLeftOut(t *testing.T) {
 	c.step(false, -1)
 
 	for i := range 60 {
-		w.put(doc("xbox", "games", fmt.Sprintf("hog-%04d", i), nil, 1, nil))
+		w.Put(doc("xbox", "games", fmt.Sprintf("hog-%04d", i), nil, 1, nil))
 	}
-	w.settle()
+	w.Settle()
 	require.NoError(t, svc.Sync(t.Context()))
 	assert.Equal(t, []string{"pc/games/pc-0", "pc/games/pc-1", "pc/games/pc-2", "pc/games/pc-3", "pc/games/pc-4"}, all(t, svc, NewQuery()))
 	q := NewQuery()
@@ -71,12 +71,12 @@ func TestAClusterPastTheViewsBudgetIsLeftOut(t *testing.T) {
 
 	// The hog shrinks; the next full load takes it back.
 	for i := 10; i < 60; i++ {
-		w.remove("xbox", "games", fmt.Sprintf("hog-%04d", i))
+		w.Remove("xbox", "games", fmt.Sprintf("hog-%04d", i))
 	}
-	w.clk.Step(2 * time.Hour)
-	w.heartbeat("xbox", 0)
-	w.heartbeat("pc", 0)
-	w.heartbeat("ps5", 0)
+	w.Clock.Step(2 * time.Hour)
+	w.Heartbeat("xbox", 0)
+	w.Heartbeat("pc", 0)
+	w.Heartbeat("ps5", 0)
 	require.NoError(t, svc.Sync(t.Context()))
 	assert.Len(t, all(t, svc, NewQuery()), 15)
 	cl, err = svc.GetCluster(t.Context(), "xbox")
@@ -92,9 +92,9 @@ func TestALoadHoldsNoMoreThanTheView(t *testing.T) {
 	per := fleetview.DocBytes(doc("xbox", "games", "hog-0000", nil, 1, nil))
 	// A new instance loads a store where one cluster is over budget.
 	w := newWorld(t)
-	w.put(doc("pc", "games", "pc-0", nil, 1, nil))
+	w.Put(doc("pc", "games", "pc-0", nil, 1, nil))
 	for i := range 100 {
-		w.put(doc("xbox", "games", fmt.Sprintf("hog-%04d", i), nil, 1, nil))
+		w.Put(doc("xbox", "games", fmt.Sprintf("hog-%04d", i), nil, 1, nil))
 	}
 	svc := w.service(Options{MaxViewBytes: 40 * per})
 	assert.Equal(t, []string{"pc/games/pc-0"}, all(t, svc, NewQuery()))

@@ -21,7 +21,7 @@ import (
 func TestAPartitionHoldsItsClustersOnly(t *testing.T) {
 	w := newWorld(t)
 	for _, c := range []string{"pc", "ps5", "xbox"} {
-		w.put(doc(c, "games", "a", map[string]string{"platform": c}, 3, nil))
+		w.Put(doc(c, "games", "a", map[string]string{"platform": c}, 3, nil))
 	}
 	svc := w.service(Options{Clusters: []string{"ps5", "pc", "ps5"}})
 	ctx := t.Context()
@@ -29,9 +29,9 @@ func TestAPartitionHoldsItsClustersOnly(t *testing.T) {
 	l, err := svc.ListFleets(ctx, Query{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"pc/games/a", "ps5/games/a"}, names(l.Items), "the first load")
-	w.settle()
-	w.put(doc("xbox", "games", "b", nil, 1, nil))
-	w.put(doc("pc", "games", "b", nil, 1, nil))
+	w.Settle()
+	w.Put(doc("xbox", "games", "b", nil, 1, nil))
+	w.Put(doc("pc", "games", "b", nil, 1, nil))
 	l, err = svc.ListFleets(ctx, Query{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"pc/games/a", "pc/games/b", "ps5/games/a"}, names(l.Items), "a sync")

@@ -20,9 +20,8 @@ import (
 func BenchmarkPlace(b *testing.B) {
 	w := newWorld(b)
 	for c := range 20 {
-		w.seq++
-		w.mem.PutCluster(fleet.ClusterDocument{Cluster: fmt.Sprintf("c%02d", c), Labels: map[string]string{"region": []string{"eu", "us", "ap", "sa"}[c%4]},
-			SnapshotVersion: fleet.Version{Term: 1, Seq: w.seq}, SnapshotParts: 1, IngestedAt: w.clk.Now(), HeartbeatAt: w.clk.Now(),
+		w.Mem.PutCluster(fleet.ClusterDocument{Cluster: fmt.Sprintf("c%02d", c), Labels: map[string]string{"region": []string{"eu", "us", "ap", "sa"}[c%4]},
+			SnapshotVersion: fleet.Version{Term: 1, Seq: w.Next()}, SnapshotParts: 1, IngestedAt: w.Clock.Now(), HeartbeatAt: w.Clock.Now(),
 			AllocatorEndpoint: fmt.Sprintf("c%02d.example:443", c), Totals: fleet.DocStatus{Counters: map[string]fleet.DocAggregate{"rooms": {}}}})
 	}
 	for i := range 10000 {
@@ -30,7 +29,7 @@ func BenchmarkPlace(b *testing.B) {
 			map[string]string{"platform": []string{"pc", "ps5"}[i%2], "app.kubernetes.io/version": "1.42"},
 			int64(i%10), map[string]fleet.DocAggregate{"rooms": {Capacity: 10, Count: int64(i % 7), Available: 10 - int64(i%7)}})
 		d.Status.Replicas = 10
-		w.put(d)
+		w.Put(d)
 	}
 	svc := w.service(Options{MaxStaleness: time.Hour, ClusterRefresh: time.Hour})
 	policy, err := ParsePolicy([]string{"region=eu:0:100", "region=us:1:100", ":2:1"})
@@ -99,7 +98,7 @@ func spread(b *testing.B, place bool) spreadResult {
 	report := func(i int) {
 		d := doc(clusters[i%3], "games", fmt.Sprintf("f%02d", i), map[string]string{"game": "x"}, ready[i], map[string]fleet.DocAggregate{})
 		d.Spec.Replicas, d.Status.Replicas = capacity, capacity
-		w.put(d)
+		w.Put(d)
 	}
 	for i := range fleets {
 		ready[i] = capacity
@@ -126,7 +125,7 @@ func spread(b *testing.B, place bool) spreadResult {
 	for s := range seconds {
 		allocs[s] = make([]float64, fleets)
 		for t := range perSecond {
-			w.clk.Step(tick)
+			w.Clock.Step(tick)
 			for range matchmakers {
 				i := choose()
 				ready[i]--

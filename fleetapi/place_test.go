@@ -24,9 +24,8 @@ func placeWorld(t *testing.T) *world {
 		if c == "ap" {
 			age = time.Hour
 		}
-		w.seq++
-		w.mem.PutCluster(fleet.ClusterDocument{Cluster: c, Labels: map[string]string{"region": region}, SnapshotVersion: fleet.Version{Term: 1, Seq: w.seq},
-			SnapshotParts: 1, IngestedAt: w.clk.Now().Add(-age - 2*time.Second), HeartbeatAt: w.clk.Now().Add(-age), AllocatorEndpoint: c + ".example:443",
+		w.Mem.PutCluster(fleet.ClusterDocument{Cluster: c, Labels: map[string]string{"region": region}, SnapshotVersion: fleet.Version{Term: 1, Seq: w.Next()},
+			SnapshotParts: 1, IngestedAt: w.Clock.Now().Add(-age - 2*time.Second), HeartbeatAt: w.Clock.Now().Add(-age), AllocatorEndpoint: c + ".example:443",
 			Totals: fleet.DocStatus{Counters: map[string]fleet.DocAggregate{"rooms": {}}, Lists: map[string]fleet.DocAggregate{"slots": {}}}})
 	}
 	return w
@@ -65,10 +64,10 @@ func placed(p Placements) []string {
 // its allocator endpoint, qualifying capacity and freshness.
 func TestPlaceRanksByPriorityThenByChance(t *testing.T) {
 	w := placeWorld(t)
-	w.put(fleetWith("eu-1", "a", 5, 5, fleet.DocAggregate{}))
-	w.put(fleetWith("eu-2", "b", 5, 5, fleet.DocAggregate{}))
-	w.put(fleetWith("us", "c", 10, 10, fleet.DocAggregate{}))
-	w.put(fleetWith("ap", "d", 10, 10, fleet.DocAggregate{}))
+	w.Put(fleetWith("eu-1", "a", 5, 5, fleet.DocAggregate{}))
+	w.Put(fleetWith("eu-2", "b", 5, 5, fleet.DocAggregate{}))
+	w.Put(fleetWith("us", "c", 10, 10, fleet.DocAggregate{}))
+	w.Put(fleetWith("ap", "d", 10, 10, fleet.DocAggregate{}))
 	svc := w.service(Options{})
 	seen := map[string]bool{}
 	for range 50 {
@@ -104,9 +103,9 @@ func TestPlaceRanksByPriorityThenByChance(t *testing.T) {
 // cluster's weight.
 func TestPlaceSpreadsInProportionToCapacityAndWeight(t *testing.T) {
 	w := placeWorld(t)
-	w.put(fleetWith("eu-1", "a", 10, 1, fleet.DocAggregate{Capacity: 10, Available: 10}))
-	w.put(fleetWith("eu-1", "b", 10, 3, fleet.DocAggregate{Capacity: 10, Available: 2}))
-	w.put(fleetWith("eu-2", "c", 10, 6, fleet.DocAggregate{Capacity: 10, Available: 8}))
+	w.Put(fleetWith("eu-1", "a", 10, 1, fleet.DocAggregate{Capacity: 10, Available: 10}))
+	w.Put(fleetWith("eu-1", "b", 10, 3, fleet.DocAggregate{Capacity: 10, Available: 2}))
+	w.Put(fleetWith("eu-2", "c", 10, 6, fleet.DocAggregate{Capacity: 10, Available: 8}))
 	svc := w.service(Options{})
 	rnd := rand.New(rand.NewPCG(7, 11))
 	share := func(params string) map[string]float64 {
@@ -138,8 +137,8 @@ func TestPlaceSpreadsInProportionToCapacityAndWeight(t *testing.T) {
 // fleets' chances; weight 0 drains it.
 func TestPlaceWeightsScaleAClustersShare(t *testing.T) {
 	w := placeWorld(t)
-	w.put(fleetWith("eu-1", "a", 5, 5, fleet.DocAggregate{}))
-	w.put(fleetWith("us", "b", 5, 5, fleet.DocAggregate{}))
+	w.Put(fleetWith("eu-1", "a", 5, 5, fleet.DocAggregate{}))
+	w.Put(fleetWith("us", "b", 5, 5, fleet.DocAggregate{}))
 	svc := w.service(Options{})
 	rnd := rand.New(rand.NewPCG(3, 5))
 	first := map[string]int{}
@@ -169,10 +168,10 @@ func mustRule(t *testing.T, s string) Rule {
 // it has.
 func TestPlaceClampsSelfReportedNumbers(t *testing.T) {
 	w := placeWorld(t)
-	w.put(fleetWith("eu-1", "liar", 2, math.MaxInt64, fleet.DocAggregate{Capacity: 10, Count: 4, Available: math.MaxInt64}))
+	w.Put(fleetWith("eu-1", "liar", 2, math.MaxInt64, fleet.DocAggregate{Capacity: 10, Count: 4, Available: math.MaxInt64}))
 	d := fleetWith("eu-1", "players", 3, 3, fleet.DocAggregate{Capacity: -5, Count: -9, Available: 7})
 	d.Status.Players = fleet.DocCapacity{Capacity: 8, Count: 6, Available: 100}
-	w.put(d)
+	w.Put(d)
 	svc := w.service(Options{})
 	p := placeOf(t, svc, "count=5")
 	require.Len(t, p.Placements, 2)
@@ -195,13 +194,13 @@ func TestPlaceClampsSelfReportedNumbers(t *testing.T) {
 // reason counted, its clusters named and worded.
 func TestPlaceSaysWhyNothingQualifies(t *testing.T) {
 	w := placeWorld(t)
-	w.put(fleetWith("eu-1", "full", 5, 0, fleet.DocAggregate{Capacity: 4, Count: 4}))
-	w.put(fleetWith("eu-2", "few", 5, 5, fleet.DocAggregate{Capacity: 4, Count: 2, Available: 2}))
-	w.put(fleetWith("us", "drained", 5, 5, fleet.DocAggregate{Capacity: 4, Available: 4}))
-	w.put(fleetWith("ap", "stale", 5, 5, fleet.DocAggregate{Capacity: 4, Available: 4}))
+	w.Put(fleetWith("eu-1", "full", 5, 0, fleet.DocAggregate{Capacity: 4, Count: 4}))
+	w.Put(fleetWith("eu-2", "few", 5, 5, fleet.DocAggregate{Capacity: 4, Count: 2, Available: 2}))
+	w.Put(fleetWith("us", "drained", 5, 5, fleet.DocAggregate{Capacity: 4, Available: 4}))
+	w.Put(fleetWith("ap", "stale", 5, 5, fleet.DocAggregate{Capacity: 4, Available: 4}))
 	other := fleetWith("us", "other-game", 5, 5, fleet.DocAggregate{Capacity: 4, Available: 4})
 	other.Labels = map[string]string{"game": "y"}
-	w.put(other)
+	w.Put(other)
 	svc := w.service(Options{Policy: Policy{Rules: []Rule{mustRule(t, "region=eu:0"), mustRule(t, "region=ap:1")}}})
 	p := placeOf(t, svc, "selector=game%3Dx&counter=rooms&minAvailable=3")
 	assert.Empty(t, p.Placements)
@@ -224,8 +223,8 @@ func TestPlaceNamesAtMostTenClustersPerReason(t *testing.T) {
 	w := newWorld(t)
 	for i := range 12 {
 		c := fmt.Sprintf("c%02d", i)
-		w.heartbeat(c, time.Hour)
-		w.put(fleetWith(c, "f", 1, 1, fleet.DocAggregate{}))
+		w.Heartbeat(c, time.Hour)
+		w.Put(fleetWith(c, "f", 1, 1, fleet.DocAggregate{}))
 	}
 	p := placeOf(t, w.service(Options{}), "")
 	require.Len(t, p.LeftOut, 1)

@@ -14,66 +14,27 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 )
 
-// world is an in-memory store with three clusters whose heartbeats are
-// fresh on clk, and a Service over it.
-type world struct {
-	mem *fleetapitest.Memory
-	clk *testingclock.FakeClock
-	seq int64
-}
+// world is fleetapitest's World, and a Service over it.
+type world struct{ *fleetapitest.World }
 
 func newWorld(tb testing.TB) *world {
 	tb.Helper()
-	clk := testingclock.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	w := &world{mem: fleetapitest.NewMemory(clk.Now), clk: clk}
-	for _, c := range []string{"pc", "ps5", "xbox"} {
-		w.heartbeat(c, 0)
-	}
-	return w
+	return &world{fleetapitest.NewWorld()}
 }
 
 // service returns a Service over w; unless opts say otherwise, every
 // answer waits for a sync that begins after the request.
 func (w *world) service(opts Options) *Service {
-	opts.Now = w.clk.Now
+	opts.Now = w.Clock.Now
 	if opts.MaxStaleness == 0 {
 		opts.MaxStaleness = -1
 	}
-	return NewService(w.mem, opts)
-}
-
-// heartbeat writes a cluster document ingested age ago.
-func (w *world) heartbeat(cluster string, age time.Duration) {
-	w.seq++
-	w.mem.PutCluster(fleet.ClusterDocument{
-		Cluster: cluster, Labels: map[string]string{}, SnapshotVersion: fleet.Version{Term: 1, Seq: w.seq}, SnapshotParts: 1,
-		IngestedAt: w.clk.Now().Add(-age), HeartbeatAt: w.clk.Now().Add(-age),
-		Totals: fleet.DocStatus{Counters: map[string]fleet.DocAggregate{"rooms": {}}, Lists: map[string]fleet.DocAggregate{"slots": {}}},
-	})
-}
-
-// put writes a live fleet at the next version.
-func (w *world) put(d *fleet.Document) {
-	w.seq++
-	d.Version = fleet.Version{Term: 1, Seq: w.seq}
-	w.mem.PutFleet(*d)
-}
-
-// settle lets more than CommitLag pass: what was written before is
-// behind the next sync's point.
-func (w *world) settle() { w.clk.Step(time.Second) }
-
-// remove writes a fleet's tombstone.
-func (w *world) remove(cluster, ns, name string) {
-	w.seq++
-	w.mem.PutFleet(*fleet.Tombstone(fleet.Key{Cluster: cluster, Namespace: ns, Name: name}, fleet.Version{Term: 1, Seq: w.seq},
-		fleet.Publisher{ID: "p"}, w.clk.Now(), w.clk.Now(), time.Hour))
+	return NewService(w.Mem, opts)
 }
 
 func names(l []Fleet) []string {
@@ -100,7 +61,7 @@ func TestPagesFollowEveryOrder(t *testing.T) {
 	for i := range 57 {
 		d := doc([]string{"pc", "ps5", "xbox"}[i%3], "games", fmt.Sprintf("f%02d", i), map[string]string{"platform": []string{"pc", "ps5"}[i%2]},
 			rng.Int64N(4), map[string]fleet.DocAggregate{"rooms": {Available: rng.Int64N(3)}})
-		w.put(d)
+		w.Put(d)
 		docs = append(docs, d)
 	}
 	svc := w.service(Options{})
@@ -150,7 +111,7 @@ func TestPagesFollowEveryOrder(t *testing.T) {
 func TestAPageTokenBelongsToItsQuery(t *testing.T) {
 	w := newWorld(t)
 	for i := range 3 {
-		w.put(doc("pc", "games", fmt.Sprintf("f%d", i), nil, 1, nil))
+		w.Put(doc("pc", "games", fmt.Sprintf("f%d", i), nil, 1, nil))
 	}
 	q := NewQuery()
 	q.PageSize = 1
@@ -171,25 +132,25 @@ func TestTheViewHasEveryWriteAcknowledgedBeforeTheRead(t *testing.T) {
 			w := newWorld(t)
 			svc := w.service(Options{})
 			key := fleet.Key{Cluster: "pc", Namespace: "games", Name: "a"}
-			w.put(doc("pc", "games", "a", nil, 1, nil))
+			w.Put(doc("pc", "games", "a", nil, 1, nil))
 			assert.Equal(t, []string{"pc/games/a"}, all(t, svc, NewQuery()))
 
-			w.clk.Step(step)
-			w.put(doc("pc", "games", "b", nil, 1, nil))
-			w.put(doc("pc", "games", "a", nil, 7, nil))
+			w.Clock.Step(step)
+			w.Put(doc("pc", "games", "b", nil, 1, nil))
+			w.Put(doc("pc", "games", "a", nil, 7, nil))
 			assert.Equal(t, []string{"pc/games/a", "pc/games/b"}, all(t, svc, NewQuery()))
 			f, err := svc.GetFleet(t.Context(), key)
 			require.NoError(t, err)
 			assert.EqualValues(t, 7, f.ReadyReplicas)
 
-			w.clk.Step(step)
-			w.remove("pc", "games", "a")
+			w.Clock.Step(step)
+			w.Remove("pc", "games", "a")
 			assert.Equal(t, []string{"pc/games/b"}, all(t, svc, NewQuery()))
 			_, err = svc.GetFleet(t.Context(), key)
 			assert.Equal(t, NotFound, CodeOf(err))
 
-			w.clk.Step(step)
-			w.put(doc("pc", "games", "a", nil, 2, nil)) // revived
+			w.Clock.Step(step)
+			w.Put(doc("pc", "games", "a", nil, 2, nil)) // revived
 			assert.Equal(t, []string{"pc/games/a", "pc/games/b"}, all(t, svc, NewQuery()))
 		})
 	}
@@ -204,23 +165,23 @@ func TestACommitVisibleAfterItsStampIsNotMissed(t *testing.T) {
 	svc := w.service(Options{CommitLag: 100 * time.Millisecond, Resync: time.Hour})
 	all(t, svc, NewQuery())
 
-	commitA := w.mem.HoldFleet(*doc("pc", "games", "a", nil, 1, nil)) // stamped now, not yet visible
-	w.clk.Step(40 * time.Millisecond)
-	w.put(doc("pc", "games", "b", nil, 1, nil))
+	commitA := w.Mem.HoldFleet(*doc("pc", "games", "a", nil, 1, nil)) // stamped now, not yet visible
+	w.Clock.Step(40 * time.Millisecond)
+	w.Put(doc("pc", "games", "b", nil, 1, nil))
 	assert.Equal(t, []string{"pc/games/b"}, all(t, svc, NewQuery()), "a is not visible yet")
-	w.clk.Step(50 * time.Millisecond)
+	w.Clock.Step(50 * time.Millisecond)
 	commitA() // acknowledged 90 ms after its stamp
 	assert.Equal(t, []string{"pc/games/a", "pc/games/b"}, all(t, svc, NewQuery()))
 
-	w.settle()
+	w.Settle()
 	all(t, svc, NewQuery())
-	commitC := w.mem.HoldFleet(*doc("pc", "games", "c", nil, 1, nil))
-	w.clk.Step(150 * time.Millisecond)
+	commitC := w.Mem.HoldFleet(*doc("pc", "games", "c", nil, 1, nil))
+	w.Clock.Step(150 * time.Millisecond)
 	all(t, svc, NewQuery())
 	commitC() // later than CommitLag: missed until the next full load
 	assert.Equal(t, []string{"pc/games/a", "pc/games/b"}, all(t, svc, NewQuery()))
-	w.clk.Step(time.Hour)
-	w.heartbeat("pc", 0)
+	w.Clock.Step(time.Hour)
+	w.Heartbeat("pc", 0)
 	assert.Equal(t, []string{"pc/games/a", "pc/games/b", "pc/games/c"}, all(t, svc, NewQuery()))
 }
 
@@ -230,36 +191,36 @@ func TestACommitVisibleAfterItsStampIsNotMissed(t *testing.T) {
 func TestReadsCostWhatChanged(t *testing.T) {
 	w := newWorld(t)
 	for i := range 500 {
-		w.put(doc("pc", "games", fmt.Sprintf("f%03d", i), nil, 1, nil))
+		w.Put(doc("pc", "games", fmt.Sprintf("f%03d", i), nil, 1, nil))
 	}
 	svc := w.service(Options{ClusterRefresh: time.Minute, Resync: 24 * time.Hour})
-	w.settle()
-	before := w.mem.Reads()
+	w.Settle()
+	before := w.Mem.Reads()
 	all(t, svc, NewQuery())
-	assert.EqualValues(t, 500+3, w.mem.Reads()-before, "the first answer loads every fleet and cluster")
+	assert.EqualValues(t, 500+3, w.Mem.Reads()-before, "the first answer loads every fleet and cluster")
 
 	for changed := range 5 {
-		w.settle()
+		w.Settle()
 		for i := range changed {
-			w.put(doc("pc", "games", fmt.Sprintf("f%03d", i), nil, int64(changed), nil))
+			w.Put(doc("pc", "games", fmt.Sprintf("f%03d", i), nil, int64(changed), nil))
 		}
-		w.settle()
-		before = w.mem.Reads()
+		w.Settle()
+		before = w.Mem.Reads()
 		page, err := svc.ListFleets(t.Context(), NewQuery())
 		require.NoError(t, err)
 		assert.Equal(t, 500, page.TotalSize)
-		assert.LessOrEqual(t, w.mem.Reads()-before, int64(1+changed), "%d fleets changed", changed)
+		assert.LessOrEqual(t, w.Mem.Reads()-before, int64(1+changed), "%d fleets changed", changed)
 	}
 
 	t.Run("pages after the first cost no more", func(t *testing.T) {
-		w.settle()
+		w.Settle()
 		all(t, svc, NewQuery())
 		q := NewQuery()
 		for page := 1; page <= 5; page++ {
-			before := w.mem.Reads()
+			before := w.Mem.Reads()
 			l, err := svc.ListFleets(t.Context(), q)
 			require.NoError(t, err)
-			assert.EqualValues(t, 1, w.mem.Reads()-before, "page %d", page)
+			assert.EqualValues(t, 1, w.Mem.Reads()-before, "page %d", page)
 			if page < 5 {
 				q, err = q.Next(l.NextPageToken)
 				require.NoError(t, err)
@@ -267,27 +228,27 @@ func TestReadsCostWhatChanged(t *testing.T) {
 		}
 	})
 	t.Run("clusters are read again once ClusterRefresh has passed", func(t *testing.T) {
-		w.clk.Step(2 * time.Minute)
-		w.heartbeat("pc", 0)
-		before := w.mem.Reads()
+		w.Clock.Step(2 * time.Minute)
+		w.Heartbeat("pc", 0)
+		before := w.Mem.Reads()
 		all(t, svc, NewQuery())
-		assert.EqualValues(t, 2, w.mem.Reads()-before, "no fleet changed (one read), one cluster did")
+		assert.EqualValues(t, 2, w.Mem.Reads()-before, "no fleet changed (one read), one cluster did")
 	})
 	t.Run("syncs within CommitLag read recent writes again", func(t *testing.T) {
-		w.settle()
+		w.Settle()
 		all(t, svc, NewQuery())
-		w.put(doc("pc", "games", "f000", nil, 9, nil))
+		w.Put(doc("pc", "games", "f000", nil, 9, nil))
 		for range 3 {
-			before := w.mem.Reads()
+			before := w.Mem.Reads()
 			all(t, svc, NewQuery())
-			assert.EqualValues(t, 1, w.mem.Reads()-before, "the write, read again by each sync within CommitLag")
-			w.clk.Step(DefaultCommitLag / 4)
+			assert.EqualValues(t, 1, w.Mem.Reads()-before, "the write, read again by each sync within CommitLag")
+			w.Clock.Step(DefaultCommitLag / 4)
 		}
-		w.settle()
+		w.Settle()
 		all(t, svc, NewQuery())
-		before := w.mem.Reads()
+		before := w.Mem.Reads()
 		all(t, svc, NewQuery())
-		assert.EqualValues(t, 1, w.mem.Reads()-before, "nothing written since: the query's minimum")
+		assert.EqualValues(t, 1, w.Mem.Reads()-before, "nothing written since: the query's minimum")
 	})
 }
 
@@ -302,13 +263,13 @@ func TestANewInstanceAndAWarmOneAgree(t *testing.T) {
 			i := rng.IntN(30)
 			name := fmt.Sprintf("f%02d", i)
 			if rng.IntN(4) == 0 {
-				w.remove("pc", "games", name)
+				w.Remove("pc", "games", name)
 			} else {
-				w.put(doc([]string{"pc", "ps5"}[i%2], "games", name, map[string]string{"v": fmt.Sprint(rng.IntN(3))}, rng.Int64N(5), nil))
+				w.Put(doc([]string{"pc", "ps5"}[i%2], "games", name, map[string]string{"v": fmt.Sprint(rng.IntN(3))}, rng.Int64N(5), nil))
 			}
 		}
 		if round%5 == 0 {
-			w.heartbeat("ps5", time.Duration(rng.IntN(200))*time.Second)
+			w.Heartbeat("ps5", time.Duration(rng.IntN(200))*time.Second)
 		}
 		var warmFleets FleetList
 		var warmLabels LabelValues
@@ -336,7 +297,7 @@ func TestANewInstanceAndAWarmOneAgree(t *testing.T) {
 
 func TestETags(t *testing.T) {
 	w := newWorld(t)
-	w.put(doc("pc", "games", "a", nil, 1, nil))
+	w.Put(doc("pc", "games", "a", nil, 1, nil))
 	svc := w.service(Options{ClusterRefresh: -1})
 	tag := func(key string) (tag string) {
 		require.NoError(t, svc.Read(t.Context(), func(r *Read) error { tag = r.ETag(key); return nil }))
@@ -345,10 +306,10 @@ func TestETags(t *testing.T) {
 	first := tag("k")
 	assert.Equal(t, first, tag("k"), "nothing changed")
 	assert.NotEqual(t, first, tag("other"), "another answer")
-	w.put(doc("pc", "games", "a", nil, 2, nil))
+	w.Put(doc("pc", "games", "a", nil, 2, nil))
 	second := tag("k")
 	assert.NotEqual(t, first, second, "a fleet changed")
-	w.clk.Step(DefaultStaleAfter + time.Second)
+	w.Clock.Step(DefaultStaleAfter + time.Second)
 	assert.NotEqual(t, second, tag("k"), "clusters went stale")
 }
 
@@ -358,14 +319,14 @@ func TestETags(t *testing.T) {
 // never see.
 func TestAViewLongIdleLoadsAgain(t *testing.T) {
 	w := newWorld(t)
-	w.put(doc("pc", "games", "a", nil, 1, nil))
+	w.Put(doc("pc", "games", "a", nil, 1, nil))
 	svc := w.service(Options{TombstoneRetention: time.Hour, Resync: 24 * time.Hour})
 	assert.Equal(t, []string{"pc/games/a"}, all(t, svc, NewQuery()))
 
-	w.remove("pc", "games", "a")
-	w.mem.Expire(fleet.Key{Cluster: "pc", Namespace: "games", Name: "a"})
-	w.clk.Step(31 * time.Minute)
-	w.heartbeat("pc", 0)
+	w.Remove("pc", "games", "a")
+	w.Mem.Expire(fleet.Key{Cluster: "pc", Namespace: "games", Name: "a"})
+	w.Clock.Step(31 * time.Minute)
+	w.Heartbeat("pc", 0)
 	assert.Empty(t, all(t, svc, NewQuery()))
 }
 
@@ -381,7 +342,7 @@ func TestConcurrentReadersSeeTheirOwnWrites(t *testing.T) {
 			for i := range 25 {
 				k := fleet.Key{Cluster: "pc", Namespace: "games", Name: fmt.Sprintf("g%d-%d", g, i)}
 				mu.Lock()
-				w.put(doc(k.Cluster, k.Namespace, k.Name, nil, 1, nil))
+				w.Put(doc(k.Cluster, k.Namespace, k.Name, nil, 1, nil))
 				mu.Unlock()
 				_, err := svc.GetFleet(t.Context(), k)
 				assert.NoError(t, err, "%s was written before the read", k)
@@ -395,13 +356,13 @@ func TestConcurrentReadersSeeTheirOwnWrites(t *testing.T) {
 func TestStoreFailures(t *testing.T) {
 	w := newWorld(t)
 	svc := w.service(Options{})
-	w.mem.Err = status.Error(codes.Unavailable, "connection refused")
+	w.Mem.Err = status.Error(codes.Unavailable, "connection refused")
 	_, err := svc.ListClusters(t.Context())
 	assert.Equal(t, Unavailable, CodeOf(err))
-	w.mem.Err = status.Error(codes.PermissionDenied, "missing role")
+	w.Mem.Err = status.Error(codes.PermissionDenied, "missing role")
 	_, err = svc.ListClusters(t.Context())
 	assert.Equal(t, Internal, CodeOf(err))
-	w.mem.Err = nil
+	w.Mem.Err = nil
 	l, err := svc.ListClusters(t.Context())
 	require.NoError(t, err)
 	assert.Len(t, l.Items, 3)
@@ -409,10 +370,10 @@ func TestStoreFailures(t *testing.T) {
 
 func TestAnswers(t *testing.T) {
 	w := newWorld(t)
-	w.heartbeat("xbox", time.Hour) // stale
-	w.put(doc("pc", "games", "a", map[string]string{"version": "1.42"}, 3, nil))
-	w.put(doc("ps5", "games", "b", map[string]string{"version": "1.42"}, 2, nil))
-	w.put(doc("xbox", "games", "c", map[string]string{"version": "1.41"}, 5, nil))
+	w.Heartbeat("xbox", time.Hour) // stale
+	w.Put(doc("pc", "games", "a", map[string]string{"version": "1.42"}, 3, nil))
+	w.Put(doc("ps5", "games", "b", map[string]string{"version": "1.42"}, 2, nil))
+	w.Put(doc("xbox", "games", "c", map[string]string{"version": "1.41"}, 5, nil))
 	svc := w.service(Options{})
 
 	lv, err := svc.LabelValues(t.Context(), "version", false)
@@ -477,17 +438,17 @@ func TestMaxStaleness(t *testing.T) {
 	w := newWorld(t)
 	svc := w.service(Options{MaxStaleness: time.Second, ClusterRefresh: time.Hour})
 	all(t, svc, NewQuery())
-	w.clk.Step(2 * time.Second)
-	w.put(doc("pc", "games", "a", nil, 1, nil))
+	w.Clock.Step(2 * time.Second)
+	w.Put(doc("pc", "games", "a", nil, 1, nil))
 	assert.Equal(t, []string{"pc/games/a"}, all(t, svc, NewQuery()), "the view is older than MaxStaleness: the answer waits")
 
-	w.clk.Step(100 * time.Millisecond)
-	w.put(doc("pc", "games", "b", nil, 1, nil))
-	before := w.mem.Reads()
+	w.Clock.Step(100 * time.Millisecond)
+	w.Put(doc("pc", "games", "b", nil, 1, nil))
+	before := w.Mem.Reads()
 	assert.Equal(t, []string{"pc/games/a"}, all(t, svc, NewQuery()), "within MaxStaleness: answered from the view")
-	assert.Zero(t, w.mem.Reads()-before)
+	assert.Zero(t, w.Mem.Reads()-before)
 
-	w.clk.Step(600 * time.Millisecond)
+	w.Clock.Step(600 * time.Millisecond)
 	all(t, svc, NewQuery()) // past half: a sync in the background
 	assert.Eventually(t, func() bool {
 		return svc.Read(t.Context(), func(r *Read) error {
@@ -503,7 +464,7 @@ func TestMaxStaleness(t *testing.T) {
 // the first still sees the view it started with.
 func TestAReaderHoldsNobodyBack(t *testing.T) {
 	w := newWorld(t)
-	w.put(doc("pc", "games", "a", nil, 1, nil))
+	w.Put(doc("pc", "games", "a", nil, 1, nil))
 	svc := w.service(Options{})
 	entered, release := make(chan struct{}), make(chan struct{})
 	slow := make(chan error, 1)
@@ -519,8 +480,8 @@ func TestAReaderHoldsNobodyBack(t *testing.T) {
 		})
 	}()
 	<-entered
-	w.settle()
-	w.put(doc("pc", "games", "b", nil, 1, nil))
+	w.Settle()
+	w.Put(doc("pc", "games", "b", nil, 1, nil))
 	done := make(chan error, 1)
 	go func() {
 		done <- func() error {

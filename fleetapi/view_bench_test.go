@@ -19,12 +19,12 @@ func BenchmarkViewAnswer(b *testing.B) {
 		b.Run(fmt.Sprintf("page=%d", page), func(b *testing.B) {
 			w := newWorld(b)
 			for i := range 10000 {
-				w.put(doc(fmt.Sprintf("c%d", i%3), "games", fmt.Sprintf("f%05d", i),
+				w.Put(doc(fmt.Sprintf("c%d", i%3), "games", fmt.Sprintf("f%05d", i),
 					map[string]string{"platform": []string{"pc", "ps5"}[i%2], "app.kubernetes.io/version": []string{"1.41", "1.42"}[(i/2)%2]},
 					int64(i%10), map[string]fleet.DocAggregate{}))
 			}
 			for _, c := range []string{"c0", "c1", "c2"} {
-				w.heartbeat(c, 0)
+				w.Heartbeat(c, 0)
 			}
 			svc := w.service(Options{})
 			v, err := url.ParseQuery("orderBy=ready&pageSize=100&selector=platform%3Dpc%2Capp.kubernetes.io%2Fversion%3D1.42")

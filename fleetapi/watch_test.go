@@ -149,11 +149,11 @@ func kinds(events []Event) []string {
 func TestAWatchFollowsTheSet(t *testing.T) {
 	w := newWorld(t)
 	svc := w.service(Options{TombstoneRetention: time.Hour, Resync: 24 * time.Hour})
-	w.put(doc("pc", "games", "a", map[string]string{"platform": "pc"}, 1, nil))
-	w.put(doc("xbox", "games", "x", map[string]string{"platform": "xbox"}, 1, nil))
-	w.put(doc("ps5", "games", "p", map[string]string{"platform": "ps5"}, 1, nil))
+	w.Put(doc("pc", "games", "a", map[string]string{"platform": "pc"}, 1, nil))
+	w.Put(doc("xbox", "games", "x", map[string]string{"platform": "xbox"}, 1, nil))
+	w.Put(doc("ps5", "games", "p", map[string]string{"platform": "ps5"}, 1, nil))
 	sync := func() {
-		w.settle()
+		w.Settle()
 		require.NoError(t, svc.Sync(t.Context()))
 	}
 	sync()
@@ -162,37 +162,37 @@ func TestAWatchFollowsTheSet(t *testing.T) {
 		"added a", "added x", "synced 2"}, kinds(c.step(false, -1)))
 	assert.Empty(t, c.step(false, -1), "nothing changed")
 
-	w.put(doc("pc", "games", "a", map[string]string{"platform": "pc"}, 2, nil))
-	w.put(doc("pc", "games", "b", map[string]string{"platform": "pc"}, 0, nil))
-	w.put(doc("ps5", "games", "p", map[string]string{"platform": "ps5"}, 3, nil)) // not watched
+	w.Put(doc("pc", "games", "a", map[string]string{"platform": "pc"}, 2, nil))
+	w.Put(doc("pc", "games", "b", map[string]string{"platform": "pc"}, 0, nil))
+	w.Put(doc("ps5", "games", "p", map[string]string{"platform": "ps5"}, 3, nil)) // not watched
 	sync()
 	events := c.step(false, -1)
 	assert.Equal(t, []string{"modified a", "added b"}, kinds(events))
 	assert.EqualValues(t, 2, events[0].Fleet.ReadyReplicas)
 
-	w.remove("pc", "games", "b")
-	w.put(doc("xbox", "games", "x", map[string]string{"platform": "ps5"}, 1, nil)) // leaves the filter
+	w.Remove("pc", "games", "b")
+	w.Put(doc("xbox", "games", "x", map[string]string{"platform": "ps5"}, 1, nil)) // leaves the filter
 	sync()
 	events = c.step(false, -1)
 	assert.Equal(t, []string{"removed b", "removed x"}, kinds(events))
 	assert.Equal(t, "ps5", events[1].Fleet.Labels["platform"], "removed with its newest state")
 
-	w.put(doc("xbox", "games", "x", map[string]string{"platform": "xbox"}, 1, nil))
+	w.Put(doc("xbox", "games", "x", map[string]string{"platform": "xbox"}, 1, nil))
 	sync()
 	assert.Equal(t, []string{"added x"}, kinds(c.step(false, -1)))
 
 	// xbox's heartbeat ages past StaleAfter: its fleets leave; a
 	// heartbeat brings them back. Every new heartbeat reaches the watch,
 	// with the cluster's new heartbeat time.
-	w.clk.Step(DefaultStaleAfter)
-	w.heartbeat("pc", 0)
-	w.heartbeat("ps5", 0)
-	beat := w.clk.Now()
+	w.Clock.Step(DefaultStaleAfter)
+	w.Heartbeat("pc", 0)
+	w.Heartbeat("ps5", 0)
+	beat := w.Clock.Now()
 	sync()
 	events = c.step(false, -1)
 	assert.Equal(t, []string{"cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=true", "removed x"}, kinds(events))
 	assert.Equal(t, beat, events[0].Cluster.HeartbeatAt)
-	w.heartbeat("xbox", 0)
+	w.Heartbeat("xbox", 0)
 	sync()
 	assert.Equal(t, []string{"cluster xbox stale=false", "added x"}, kinds(c.step(false, -1)))
 	assert.Equal(t, want(t, svc, c.q), c.fleets)
@@ -201,9 +201,9 @@ func TestAWatchFollowsTheSet(t *testing.T) {
 	// watch of some clusters hears of them only.
 	s := newWatcher(t, svc, parse(t, "includeStale=true&cluster=xbox"))
 	assert.Equal(t, []string{"cluster xbox stale=false", "added x", "synced 1"}, kinds(s.step(false, -1)))
-	w.clk.Step(DefaultStaleAfter)
-	w.heartbeat("pc", 0)
-	w.heartbeat("ps5", 0)
+	w.Clock.Step(DefaultStaleAfter)
+	w.Heartbeat("pc", 0)
+	w.Heartbeat("ps5", 0)
 	sync()
 	events = s.step(false, -1)
 	assert.Equal(t, []string{"cluster xbox stale=true", "modified x"}, kinds(events), "the other clusters' heartbeats are not its")
@@ -216,16 +216,16 @@ func TestAWatchFollowsTheSet(t *testing.T) {
 func TestASlowWatchGetsTheNewestState(t *testing.T) {
 	w := newWorld(t)
 	svc := w.service(Options{})
-	w.put(doc("pc", "games", "a", nil, 0, nil))
+	w.Put(doc("pc", "games", "a", nil, 0, nil))
 	require.NoError(t, svc.Sync(t.Context()))
 	c := newWatcher(t, svc, NewQuery())
 	c.step(false, -1)
 	for i := range 50 {
-		w.settle()
-		w.put(doc("pc", "games", "a", nil, int64(i), nil))
-		w.put(doc("pc", "games", "tmp", nil, 1, nil))
+		w.Settle()
+		w.Put(doc("pc", "games", "a", nil, int64(i), nil))
+		w.Put(doc("pc", "games", "tmp", nil, 1, nil))
 		require.NoError(t, svc.Sync(t.Context()))
-		w.remove("pc", "games", "tmp")
+		w.Remove("pc", "games", "tmp")
 		require.NoError(t, svc.Sync(t.Context()))
 	}
 	events := c.step(false, -1)
@@ -242,15 +242,15 @@ func TestAWatchResumesExactly(t *testing.T) {
 	w := newWorld(t)
 	svc := w.service(Options{})
 	for i := range 5 {
-		w.put(doc("pc", "games", fmt.Sprintf("f%d", i), nil, 1, nil))
+		w.Put(doc("pc", "games", fmt.Sprintf("f%d", i), nil, 1, nil))
 	}
 	require.NoError(t, svc.Sync(t.Context()))
 
 	c := newWatcher(t, svc, NewQuery())
 	assert.Len(t, c.step(false, 5), 5, "three clusters and two fleets, then the connection breaks")
-	w.settle()
-	w.remove("pc", "games", "f0")
-	w.put(doc("pc", "games", "f3", nil, 2, nil))
+	w.Settle()
+	w.Remove("pc", "games", "f0")
+	w.Put(doc("pc", "games", "f3", nil, 2, nil))
 	require.NoError(t, svc.Sync(t.Context()))
 	// The rest of the initial set at its seq — f0 included, since the
 	// client is told it was removed next — then what changed.
@@ -258,9 +258,9 @@ func TestAWatchResumesExactly(t *testing.T) {
 		kinds(c.step(true, -1)))
 	assert.Equal(t, want(t, svc, c.q), c.fleets)
 
-	w.settle()
+	w.Settle()
 	for i := range 3 {
-		w.put(doc("pc", "games", fmt.Sprintf("f%d", i+1), nil, 5, nil))
+		w.Put(doc("pc", "games", fmt.Sprintf("f%d", i+1), nil, 5, nil))
 	}
 	require.NoError(t, svc.Sync(t.Context()))
 	assert.Equal(t, []string{"modified f1"}, kinds(c.step(false, 1)), "then the connection breaks")
@@ -286,9 +286,9 @@ func TestAWatchResumesExactly(t *testing.T) {
 	// (fleets of a cluster without a heartbeat, stale, so outside the set;
 	// the feed keeps FeedSize changes and less than a chunk more)
 	for i := range fleetview.FeedSize + 1000 {
-		w.put(doc("zz", "games", fmt.Sprintf("z%05d", i), nil, 1, nil))
+		w.Put(doc("zz", "games", fmt.Sprintf("z%05d", i), nil, 1, nil))
 	}
-	w.settle()
+	w.Settle()
 	require.NoError(t, svc.Sync(t.Context()))
 	events := c.step(false, -1)
 	assert.Equal(t, []string{"restart", "cluster pc stale=false", "cluster ps5 stale=false", "cluster xbox stale=false",
@@ -351,16 +351,16 @@ func TestWatchesFollowRandomHistories(t *testing.T) {
 				name := fmt.Sprintf("f%d", rng.IntN(6))
 				switch op := rng.IntN(10); {
 				case op < 5:
-					w.put(doc(c, "games", name, map[string]string{"platform": []string{"pc", "ps5"}[rng.IntN(2)]}, rng.Int64N(4), nil))
+					w.Put(doc(c, "games", name, map[string]string{"platform": []string{"pc", "ps5"}[rng.IntN(2)]}, rng.Int64N(4), nil))
 				case op < 7:
-					w.remove(c, "games", name)
+					w.Remove(c, "games", name)
 				case op < 8:
-					w.heartbeat(c, []time.Duration{0, 2 * DefaultStaleAfter}[rng.IntN(2)])
+					w.Heartbeat(c, []time.Duration{0, 2 * DefaultStaleAfter}[rng.IntN(2)])
 				default:
-					w.clk.Step(time.Duration(rng.IntN(40)) * time.Second)
+					w.Clock.Step(time.Duration(rng.IntN(40)) * time.Second)
 				}
 				if rng.IntN(3) == 0 {
-					w.settle()
+					w.Settle()
 					require.NoError(t, svc.Sync(t.Context()))
 				}
 				for _, cl := range cs {
@@ -399,7 +399,7 @@ func TestWatchesFollowRandomHistories(t *testing.T) {
 func TestWatchRunsUntilItsContextEnds(t *testing.T) {
 	w := newWorld(t)
 	svc := w.service(Options{WatchPoll: time.Millisecond, Heartbeat: 50 * time.Millisecond})
-	w.put(doc("pc", "games", "a", nil, 1, nil))
+	w.Put(doc("pc", "games", "a", nil, 1, nil))
 	ctx, cancel := context.WithCancel(t.Context())
 	events := make(chan Event, 100)
 	done := make(chan error)
@@ -417,10 +417,10 @@ func TestWatchRunsUntilItsContextEnds(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, next(Synced).FleetCount)
-	w.put(doc("pc", "games", "b", nil, 1, nil)) // no request syncs: the polling does
+	w.Put(doc("pc", "games", "b", nil, 1, nil)) // no request syncs: the polling does
 	assert.Equal(t, "b", next(Added).Fleet.Name)
 	hb := next(Heartbeat)
-	assert.Equal(t, w.clk.Now(), hb.Time)
+	assert.Equal(t, w.Clock.Now(), hb.Time)
 	cancel()
 	require.NoError(t, <-done)
 	assert.Zero(t, svc.eng.Watches())
@@ -436,7 +436,7 @@ func TestWatchRunsUntilItsContextEnds(t *testing.T) {
 func TestAStuckWatchDelaysNoOther(t *testing.T) {
 	w := newWorld(t)
 	svc := w.service(Options{WatchPoll: time.Millisecond})
-	w.put(doc("pc", "games", "a", nil, 0, nil))
+	w.Put(doc("pc", "games", "a", nil, 0, nil))
 	stuck := make(chan struct{})
 	defer close(stuck)
 	go func() {
@@ -459,7 +459,7 @@ func TestAStuckWatchDelaysNoOther(t *testing.T) {
 	}()
 	require.Zero(t, <-ready, "the initial set")
 	for i := range int64(100) {
-		w.put(doc("pc", "games", "a", nil, i+1, nil))
+		w.Put(doc("pc", "games", "a", nil, i+1, nil))
 		for got := int64(0); got != i+1; {
 			select {
 			case got = <-ready:
@@ -483,12 +483,12 @@ func FuzzResumeToken(f *testing.F) {
 		w := newWorld(t)
 		svc := w.service(Options{})
 		for i := range 3 {
-			w.put(doc("pc", "games", fmt.Sprintf("f%d", i), nil, 1, nil))
+			w.Put(doc("pc", "games", fmt.Sprintf("f%d", i), nil, 1, nil))
 		}
 		require.NoError(t, svc.Sync(t.Context()))
-		w.settle()
-		w.put(doc("pc", "games", "f0", nil, 2, nil))
-		w.remove("pc", "games", "f1")
+		w.Settle()
+		w.Put(doc("pc", "games", "f0", nil, 2, nil))
+		w.Remove("pc", "games", "f1")
 		require.NoError(t, svc.Sync(t.Context()))
 
 		c := newWatcher(t, svc, NewQuery())
@@ -534,7 +534,7 @@ func FuzzResumeToken(f *testing.F) {
 func TestALargeSetIsSentAChunkAtATime(t *testing.T) {
 	w := newWorld(t)
 	for i := range 1000 {
-		w.put(doc("pc", "games", fmt.Sprintf("f%04d", i), nil, 1, nil))
+		w.Put(doc("pc", "games", fmt.Sprintf("f%04d", i), nil, 1, nil))
 	}
 	svc := w.service(Options{})
 	require.NoError(t, svc.Sync(t.Context()))

@@ -39,17 +39,17 @@ func (g *gatedSource) FleetsWrittenSince(ctx context.Context, since time.Time) (
 // it, which starts once the running one ends.
 func TestAReadNeverWaitsForARoundUnderWay(t *testing.T) {
 	w := newWorld(t)
-	src := &gatedSource{Memory: w.mem, entered: make(chan struct{}, 8), release: make(chan struct{})}
-	e := New(src, Options{Now: w.clk.Now, MaxStaleness: time.Second, ClusterRefresh: time.Hour})
+	src := &gatedSource{Memory: w.Mem, entered: make(chan struct{}, 8), release: make(chan struct{})}
+	e := New(src, Options{Now: w.Clock.Now, MaxStaleness: time.Second, ClusterRefresh: time.Hour})
 	assert.Empty(t, ids(read(t, e)), "the load: no FleetsWrittenSince")
 
-	w.clk.Step(900 * time.Millisecond)
-	w.put(doc("pc", "games", "a", nil, 1))
+	w.Clock.Step(900 * time.Millisecond)
+	w.Put(doc("pc", "games", "a", nil, 1))
 	synced := make(chan error, 1)
 	go func() { synced <- e.Sync(context.Background()) }()
 	<-src.entered // a round began 900 ms after the load, and reads
 
-	w.clk.Step(5 * time.Second) // the snapshot is 5.9 s old
+	w.Clock.Step(5 * time.Second) // the snapshot is 5.9 s old
 	assert.Empty(t, ids(read(t, e)), "answered at once from the snapshot, the round under way notwithstanding")
 
 	strict := make(chan error, 1)
@@ -68,19 +68,19 @@ func TestAReadNeverWaitsForARoundUnderWay(t *testing.T) {
 // idle view older than MaxStaleness waits for the round it starts.
 func TestMaxStaleness(t *testing.T) {
 	w := newWorld(t)
-	e := w.engine(w.mem, Options{MaxStaleness: time.Second, ClusterRefresh: time.Hour})
+	e := w.engine(w.Mem, Options{MaxStaleness: time.Second, ClusterRefresh: time.Hour})
 	read(t, e)
-	w.clk.Step(2 * time.Second)
-	w.put(doc("pc", "games", "a", nil, 1))
+	w.Clock.Step(2 * time.Second)
+	w.Put(doc("pc", "games", "a", nil, 1))
 	assert.Equal(t, sorted("a"), ids(read(t, e)), "an idle view older than MaxStaleness: the read waits")
 
-	w.clk.Step(100 * time.Millisecond)
-	w.put(doc("pc", "games", "b", nil, 1))
-	before := w.mem.Reads()
+	w.Clock.Step(100 * time.Millisecond)
+	w.Put(doc("pc", "games", "b", nil, 1))
+	before := w.Mem.Reads()
 	assert.Equal(t, sorted("a"), ids(read(t, e)), "within half of MaxStaleness: answered from the snapshot")
-	assert.Zero(t, w.mem.Reads()-before)
+	assert.Zero(t, w.Mem.Reads()-before)
 
-	w.clk.Step(600 * time.Millisecond)
+	w.Clock.Step(600 * time.Millisecond)
 	assert.Equal(t, sorted("a"), ids(read(t, e)), "past half: answered at once")
 	require.Eventually(t, func() bool { return len(ids(e.Current())) == 2 }, 5*time.Second, time.Millisecond,
 		"and a round in the background brings b")
@@ -93,7 +93,7 @@ func TestMaxStaleness(t *testing.T) {
 func TestAPolledViewStartsNoRoundOfItsOwn(t *testing.T) {
 	w := newWorld(t)
 	// The poll's ticker runs on real time: an hour is never, here.
-	e := w.engine(w.mem, Options{MaxStaleness: time.Hour, WatchPoll: time.Hour, ClusterRefresh: 100 * time.Hour, StaleAfter: 100 * time.Hour})
+	e := w.engine(w.Mem, Options{MaxStaleness: time.Hour, WatchPoll: time.Hour, ClusterRefresh: 100 * time.Hour, StaleAfter: 100 * time.Hour})
 	read(t, e)
 	syncing := func() bool {
 		e.schedMu.Lock()
@@ -103,19 +103,19 @@ func TestAPolledViewStartsNoRoundOfItsOwn(t *testing.T) {
 	require.False(t, syncing(), "the load's round is over once its readers are woken")
 	stop, err := e.Watching()
 	require.NoError(t, err)
-	w.clk.Step(40 * time.Minute)
-	w.put(doc("pc", "games", "a", nil, 1))
+	w.Clock.Step(40 * time.Minute)
+	w.Put(doc("pc", "games", "a", nil, 1))
 	assert.Empty(t, ids(read(t, e)), "answered from the snapshot")
 	assert.False(t, syncing(), "the poll syncs; the read does not")
 
-	w.clk.Step(30 * time.Minute)
+	w.Clock.Step(30 * time.Minute)
 	assert.Equal(t, sorted("a"), ids(read(t, e)), "past MaxStaleness the idle view's read waits for a round")
 
 	stop()
-	w.clk.Step(40 * time.Minute)
-	before := w.mem.Reads()
+	w.Clock.Step(40 * time.Minute)
+	before := w.Mem.Reads()
 	read(t, e)
-	assert.Eventually(t, func() bool { return w.mem.Reads() > before }, 5*time.Second, time.Millisecond,
+	assert.Eventually(t, func() bool { return w.Mem.Reads() > before }, 5*time.Second, time.Millisecond,
 		"without watches, a read past half starts one")
 }
 
@@ -123,8 +123,8 @@ func TestAPolledViewStartsNoRoundOfItsOwn(t *testing.T) {
 // view before any read asks for it.
 func TestStartLoadsTheView(t *testing.T) {
 	w := newWorld(t)
-	w.put(doc("pc", "games", "a", nil, 1))
-	e := w.engine(w.mem, Options{MaxStaleness: time.Hour})
+	w.Put(doc("pc", "games", "a", nil, 1))
+	e := w.engine(w.Mem, Options{MaxStaleness: time.Hour})
 	assert.False(t, e.Current().Loaded())
 	e.Start()
 	require.Eventually(t, func() bool { return e.Current().Loaded() }, 5*time.Second, time.Millisecond)
@@ -137,7 +137,7 @@ func TestStartLoadsTheView(t *testing.T) {
 // was written since.
 func TestSnapshotsAreImmutable(t *testing.T) {
 	w := newWorld(t)
-	e := w.engine(w.mem, Options{})
+	e := w.engine(w.Mem, Options{})
 	rng := rand.New(rand.NewPCG(1, 2))
 	type kept struct {
 		s    *Snapshot
@@ -149,15 +149,15 @@ func TestSnapshotsAreImmutable(t *testing.T) {
 		for range 1 + rng.IntN(40) {
 			name := fmt.Sprintf("f%03d", rng.IntN(300))
 			if rng.IntN(4) == 0 {
-				w.remove("pc", "games", name)
+				w.Remove("pc", "games", name)
 				delete(model, key("pc", "games", name))
 				continue
 			}
 			ready := int64(rng.IntN(1000))
-			w.put(doc("pc", "games", name, nil, ready))
+			w.Put(doc("pc", "games", name, nil, ready))
 			model[key("pc", "games", name)] = ready
 		}
-		w.settle()
+		w.Settle()
 		s := read(t, e)
 		want := make(map[string]int64, len(model))
 		for k, v := range model {
@@ -182,8 +182,8 @@ func TestSnapshotsAreImmutable(t *testing.T) {
 // per snapshot that changed something.
 func TestTheFeedFollowsTheView(t *testing.T) {
 	w := newWorld(t)
-	e := w.engine(w.mem, Options{TombstoneRetention: time.Hour, Resync: 24 * time.Hour})
-	w.put(doc("pc", "games", "a", nil, 1))
+	e := w.engine(w.Mem, Options{TombstoneRetention: time.Hour, Resync: 24 * time.Hour})
+	w.Put(doc("pc", "games", "a", nil, 1))
 	read(t, e)
 	changes := func(from uint64) []change {
 		s := e.Current()
@@ -197,9 +197,9 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 	assert.Empty(t, changes(0), "the first load is the starting point, not a change")
 
 	woken := e.Current().Updated()
-	w.settle()
-	w.put(doc("pc", "games", "b", nil, 1))
-	w.put(doc("pc", "games", "a", nil, 2))
+	w.Settle()
+	w.Put(doc("pc", "games", "b", nil, 1))
+	w.Put(doc("pc", "games", "a", nil, 2))
 	read(t, e)
 	requireClosed(t, woken, "a round that changed the view wakes its watches")
 	got := changes(0)
@@ -220,11 +220,11 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 	// A new heartbeat changes what the API shows of its cluster: each is
 	// recorded, staleness unchanged.
 	woken = e.Current().Updated()
-	w.settle()
-	w.clk.Step(time.Second)
-	w.heartbeat("pc", 0)
-	w.heartbeat("ps5", 0)
-	w.heartbeat("xbox", 0)
+	w.Settle()
+	w.Clock.Step(time.Second)
+	w.Heartbeat("pc", 0)
+	w.Heartbeat("ps5", 0)
+	w.Heartbeat("xbox", 0)
 	read(t, e)
 	requireClosed(t, woken, "a round that saw new heartbeats wakes its watches")
 	beats := changes(2)
@@ -236,7 +236,7 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 
 	// A round that reads nothing new wakes nobody.
 	woken = e.Current().Updated()
-	w.settle()
+	w.Settle()
 	read(t, e)
 	select {
 	case <-woken:
@@ -244,8 +244,8 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 	default:
 	}
 
-	w.settle()
-	w.remove("pc", "games", "b")
+	w.Settle()
+	w.Remove("pc", "games", "b")
 	read(t, e)
 	more := changes(5)
 	require.Len(t, more, 1)
@@ -254,10 +254,10 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 
 	// A cluster whose heartbeat ages past StaleAfter turns stale; a new
 	// one appears; the others' heartbeats are recorded.
-	w.clk.Step(DefaultStaleAfter)
-	w.heartbeat("pc", 0)
-	w.heartbeat("ps5", 0)
-	w.heartbeat("switch", 0)
+	w.Clock.Step(DefaultStaleAfter)
+	w.Heartbeat("pc", 0)
+	w.Heartbeat("ps5", 0)
+	w.Heartbeat("switch", 0)
 	s := read(t, e)
 	more = changes(6)
 	require.Len(t, more, 4)
@@ -268,11 +268,11 @@ func TestTheFeedFollowsTheView(t *testing.T) {
 
 	// A fleet deleted while the view was idle, whose tombstone expired:
 	// the reload records that it left.
-	w.clk.Step(time.Hour)
-	w.remove("pc", "games", "a")
-	w.mem.Expire(fleet.Key{Cluster: "pc", Namespace: "games", Name: "a"})
+	w.Clock.Step(time.Hour)
+	w.Remove("pc", "games", "a")
+	w.Mem.Expire(fleet.Key{Cluster: "pc", Namespace: "games", Name: "a"})
 	for _, c := range []string{"pc", "ps5", "xbox", "switch"} {
-		w.heartbeat(c, 0)
+		w.Heartbeat(c, 0)
 	}
 	read(t, e)
 	more = changes(10)

@@ -28,28 +28,26 @@ func requirements(n int) string {
 	return strings.Join(terms, ",")
 }
 
-// setOfBytes is a selector of one requirement, "k in (…)", of exactly n
-// bytes: values of up to 63 bytes, as Kubernetes allows.
+// setOfBytes is a selector of one requirement, "k in (v…,v…)", of exactly
+// n bytes: values of up to 63 bytes, as Kubernetes allows.
 func setOfBytes(n int) string {
-	var vals []string
-	size := len("k in ()")
-	for size < n {
-		v := strings.Repeat("v", min(63, n-size-1))
-		if len(vals) == 0 {
-			v = strings.Repeat("v", min(63, n-size))
+	var b strings.Builder
+	b.WriteString("k in (")
+	first := true
+	for room := n - b.Len() - 1; room > 0; room = n - b.Len() - 1 {
+		if !first {
+			b.WriteByte(',')
+			room--
 		}
-		if v == "" {
-			break
+		first = false
+		size := min(63, room)
+		if room-size == 1 {
+			size-- // room for a comma alone would end in an empty value
 		}
-		vals = append(vals, v)
-		size += len(v) + min(1, len(vals)-1)
+		b.WriteString(strings.Repeat("v", size))
 	}
-	s := "k in (" + strings.Join(vals, ",") + ")"
-	if len(s) < n { // one byte short: a longer first value
-		vals[0] += "v"
-		s = "k in (" + strings.Join(vals, ",") + ")"
-	}
-	return s
+	b.WriteByte(')')
+	return b.String()
 }
 
 // TestSelectorsAreBounded: a selector at MaxSelectorBytes or
