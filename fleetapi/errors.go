@@ -24,8 +24,9 @@ const (
 	NotFound Code = "NOT_FOUND"
 	// Unavailable: the store cannot answer now; retry.
 	Unavailable Code = "UNAVAILABLE"
-	// ResourceExhausted: this instance serves its most streams; retry
-	// (shortly: another instance may take it).
+	// ResourceExhausted: this instance serves its most streams, or is
+	// busy with other heavy reads (Service.Admit); retry (shortly:
+	// another instance may take it).
 	ResourceExhausted Code = "RESOURCE_EXHAUSTED"
 	// PermissionDenied: the caller's credentials are missing, wrong or
 	// not allowed; retrying will not help until they change.

@@ -77,6 +77,12 @@ type Options struct {
 	WatchPoll time.Duration
 	// Heartbeat is how often a watch sends a heartbeat.
 	Heartbeat time.Duration
+	// HeavySlots is how many heavy reads (Service.Admit) run at once
+	// (DefaultHeavySlots); HeavyQueue how many may wait for one
+	// (DefaultHeavyQueue), and HeavyWait for how long (DefaultHeavyWait).
+	HeavySlots int
+	HeavyQueue int
+	HeavyWait  time.Duration
 	// SyncTimeout bounds one sync (default 30 s).
 	SyncTimeout time.Duration
 	// MaxViewBytes bounds the fleet documents the view holds

@@ -22,8 +22,9 @@ import (
 // snapshot of it, which no sync and no other request changes or waits
 // for. Its methods are safe for concurrent use.
 type Service struct {
-	eng  *fleetview.Engine
-	opts Options
+	eng   *fleetview.Engine
+	opts  Options
+	admit *admission
 }
 
 // NewService returns a Service over src. Nothing is read until the first
@@ -35,7 +36,7 @@ func NewService(src Source, opts Options) *Service {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = DefaultHeartbeat
 	}
-	return &Service{eng: eng, opts: opts}
+	return &Service{eng: eng, opts: opts, admit: newAdmission(opts)}
 }
 
 // Start loads the view in the background, so that no request waits for

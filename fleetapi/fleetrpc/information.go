@@ -106,6 +106,11 @@ func (s *information) Inform(ctx context.Context, req *connect.Request[fleetcast
 	if err != nil {
 		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
+	release, err := s.svc.Admit(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
+	}
+	defer release()
 	l, err := s.svc.ListFleets(ctx, q)
 	if err != nil {
 		return nil, s.fail(ctx, req.Spec().Procedure, err)
@@ -200,6 +205,14 @@ func (s *information) ListClusters(ctx context.Context, req *connect.Request[fle
 
 // LabelValues sums the live fleets carrying a label, as /v1/labels/{key}.
 func (s *information) LabelValues(ctx context.Context, req *connect.Request[fleetcastv1.LabelValuesRequest]) (*connect.Response[fleetcastv1.LabelValuesResponse], error) {
+	if err := fleetapi.ValidateLabelKey(req.Msg.GetKey()); err != nil {
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
+	}
+	release, err := s.svc.Admit(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
+	}
+	defer release()
 	lv, err := s.svc.LabelValues(ctx, req.Msg.GetKey(), req.Msg.GetIncludeStale())
 	if err != nil {
 		return nil, s.fail(ctx, req.Spec().Procedure, err)
@@ -218,6 +231,11 @@ func (s *information) Place(ctx context.Context, req *connect.Request[fleetcastv
 	if err != nil {
 		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
+	release, err := s.svc.Admit(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
+	}
+	defer release()
 	p, err := s.svc.Place(ctx, r)
 	if err != nil {
 		return nil, s.fail(ctx, req.Spec().Procedure, err)

@@ -50,6 +50,14 @@ func serverOver(t *testing.T) (*httptest.Server, *fleetapitest.Memory) {
 // serverWith is serverOver with the handler's options.
 func serverWith(t *testing.T, hopts ...query.HandlerOption) (*httptest.Server, *fleetapitest.Memory) {
 	t.Helper()
+	srv, mem, _ := serverOf(t, func(*fleetapi.Options) {}, hopts...)
+	return srv, mem
+}
+
+// serverOf is serverWith, the Service's options changed by opts, and
+// the Service.
+func serverOf(t *testing.T, opt func(*fleetapi.Options), hopts ...query.HandlerOption) (*httptest.Server, *fleetapitest.Memory, *fleetapi.Service) {
+	t.Helper()
 	now := time.Now()
 	mem := fleetapitest.NewMemory(time.Now)
 	seq := int64(0)
@@ -73,13 +81,15 @@ func serverWith(t *testing.T, hopts ...query.HandlerOption) (*httptest.Server, *
 	}
 	log := logging.New(t.Output(), logging.LevelWarning) // shown with a failure, and with -v
 	opts := fleetapi.Options{MaxStaleness: -1, WatchPoll: 5 * time.Millisecond, ClusterRefresh: -1, Log: log, MaxWatches: 2000}
-	srv := httptest.NewUnstartedServer(query.NewHandler(fleetapi.NewService(mem, opts), log, hopts...))
+	opt(&opts)
+	svc := fleetapi.NewService(mem, opts)
+	srv := httptest.NewUnstartedServer(query.NewHandler(svc, log, hopts...))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return srv, mem
+	return srv, mem, svc
 }
 
 // clients are the generated client over each protocol connect-go speaks.

@@ -1,7 +1,7 @@
 package query
 
 import (
-	"compress/gzip"
+	"bytes"
 	"io"
 	"net/http"
 
@@ -27,33 +27,45 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	// Computing and encoding are heavy (Service.Admit); the slot is
+	// freed before the answer is written, so a slow scraper holds none.
+	release, err := h.svc.Admit(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	var snap *fleetmetrics.Snapshot
 	if err := h.svc.Read(r.Context(), func(rd *fleetapi.Read) error {
 		snap = h.metricsCache.Collect(rd)
 		return nil
 	}); err != nil {
+		release()
 		h.fail(w, r, err)
 		return
 	}
 	format := expfmt.Negotiate(r.Header)
+	gz := acceptsGzip(r)
+	var body bytes.Buffer
+	if r.Method != http.MethodHead {
+		write := func(w io.Writer) error { return snap.Write(w, format) }
+		if gz {
+			err = gzipTo(&body, write)
+		} else {
+			err = write(&body)
+		}
+	}
+	release()
+	if err != nil {
+		h.fail(w, r, &fleetapi.Error{Code: fleetapi.Internal, Message: "cannot encode the metrics", Err: err})
+		return
+	}
 	hd := w.Header()
 	hd.Set("Content-Type", string(format))
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("Vary", "Accept-Encoding, Accept")
-	var out io.Writer = w
-	if acceptsGzip(r) {
+	if gz {
 		hd.Set("Content-Encoding", "gzip")
-		zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed) // a valid level: no error
-		defer zw.Close()
-		out = zw
 	}
 	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return
-	}
-	if err := snap.Write(out, format); err != nil {
-		// Headers are sent: the scraper sees a truncated answer and
-		// fails the scrape, which its own metrics report.
-		h.log.WarnContext(r.Context(), "writing /metrics failed", "error", err.Error())
-	}
+	_, _ = w.Write(body.Bytes())
 }

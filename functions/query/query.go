@@ -6,7 +6,6 @@ package query
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -76,11 +75,14 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 	}
 	h.streams = fleetrpc.NewStreams(log, h.writeTimeout)
 	h.metricsCache = fleetmetrics.NewCache(h.metricsOpts)
-	h.mux.HandleFunc("/v1/fleets", h.get(listFleets))
-	h.mux.HandleFunc("/v1/fleets/{cluster}/{namespace}/{name}", h.get(getFleet))
-	h.mux.HandleFunc("/v1/clusters", h.get(listClusters))
-	h.mux.HandleFunc("/v1/clusters/{cluster}", h.get(getCluster))
-	h.mux.HandleFunc("/v1/labels/{key...}", h.get(labelValues))
+	// Lists, placements, label values and the metrics are heavy: they
+	// take turns at Service.Admit's slots, so that no number of them
+	// delays a fleet or a cluster read by name.
+	h.mux.HandleFunc("/v1/fleets", h.get(listFleets, heavy))
+	h.mux.HandleFunc("/v1/fleets/{cluster}/{namespace}/{name}", h.get(getFleet, light))
+	h.mux.HandleFunc("/v1/clusters", h.get(listClusters, light))
+	h.mux.HandleFunc("/v1/clusters/{cluster}", h.get(getCluster, light))
+	h.mux.HandleFunc("/v1/labels/{key...}", h.get(labelValues, heavy))
 	h.mux.HandleFunc("/v1/placements", h.place)
 	h.mux.HandleFunc("/v1/watch", h.watch)
 	h.mux.HandleFunc("/metrics", h.metrics)
@@ -120,7 +122,7 @@ type endpoint func(r *http.Request) (key string, answer func(*fleetapi.Read) (an
 // get serves a read-only endpoint: GET and HEAD only. It syncs the view,
 // answers 304 from the ETag alone when the client has the answer, and
 // writes errors as the API's error document.
-func (h *Handler) get(e endpoint) http.HandlerFunc {
+func (h *Handler) get(e endpoint, weight cost) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.readOnly(w, r) {
 			return
@@ -130,6 +132,14 @@ func (h *Handler) get(e endpoint) http.HandlerFunc {
 			h.fail(w, r, err)
 			return
 		}
+		release := func() {}
+		if weight == heavy {
+			if release, err = h.svc.Admit(r.Context()); err != nil {
+				h.fail(w, r, err)
+				return
+			}
+		}
+		defer func() { release() }()
 		gz := acceptsGzip(r)
 		var etag string
 		var v any
@@ -158,9 +168,19 @@ func (h *Handler) get(e endpoint) http.HandlerFunc {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
-		h.reply(w, r, v, etag, gz)
+		h.reply(w, r, v, etag, gz, release)
+		release = func() {}
 	}
 }
+
+// cost says whether an endpoint's answer is heavy: its cost grows with
+// the view or with what is asked (Service.Admit).
+type cost bool
+
+const (
+	light cost = false
+	heavy cost = true
+)
 
 // place answers GET /v1/placements. Its answer is drawn at random for each
 // request, so that matchmakers spread their matches: it has no ETag, and
@@ -174,12 +194,18 @@ func (h *Handler) place(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	p, err := h.svc.Place(r.Context(), req)
+	release, err := h.svc.Admit(r.Context())
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	h.reply(w, r, p, "", acceptsGzip(r))
+	p, err := h.svc.Place(r.Context(), req)
+	if err != nil {
+		release()
+		h.fail(w, r, err)
+		return
+	}
+	h.reply(w, r, p, "", acceptsGzip(r), release)
 }
 
 // readOnly answers 405 to any method but GET and HEAD, and says whether
@@ -250,9 +276,21 @@ func noParams(r *http.Request) error {
 }
 
 // reply writes v as JSON with its ETag, gzipped when the client accepts it;
-// an answer without an ETag is not to be stored.
-func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any, etag string, gz bool) {
+// an answer without an ETag is not to be stored. It calls encoded once the
+// answer is encoded, before writing it (a heavy read's slot is not held
+// while a client reads).
+func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any, etag string, gz bool, encoded func()) {
 	body, err := json.Marshal(v)
+	gz = gz && len(body) >= minGzipBytes
+	if err == nil && gz {
+		var buf bytes.Buffer
+		err = gzipTo(&buf, func(w io.Writer) error {
+			_, err := w.Write(body)
+			return err
+		})
+		body = buf.Bytes()
+	}
+	encoded()
 	if err != nil {
 		h.fail(w, r, &fleetapi.Error{Code: fleetapi.Internal, Message: "cannot encode the answer", Err: err})
 		return
@@ -268,11 +306,6 @@ func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any, etag stri
 	hd.Set("Content-Type", "application/json")
 	if gz {
 		hd.Set("Content-Encoding", "gzip")
-		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		_, _ = zw.Write(body)
-		_ = zw.Close()
-		body = buf.Bytes()
 	}
 	hd.Set("Content-Length", fmt.Sprint(len(body)))
 	w.WriteHeader(http.StatusOK)

@@ -1,12 +1,13 @@
 package query
 
 import (
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetrpc"
@@ -44,7 +45,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	var zw *gzip.Writer
 	flush := rc.Flush
 	if acceptsGzip(r) {
-		zw, _ = gzip.NewWriterLevel(w, gzip.BestSpeed) // a valid level: no error
+		zw = newStreamGzip(w)
 		out = zw
 		flush = func() error {
 			if err := zw.Flush(); err != nil {
