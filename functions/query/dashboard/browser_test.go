@@ -34,6 +34,8 @@ type world struct {
 	url  string
 	srv  *httptest.Server
 	down atomic.Bool
+	// held, while open, holds every /v1/watch request until it closes.
+	held atomic.Pointer[chan struct{}]
 }
 
 func newWorld(t *testing.T) *world {
@@ -47,6 +49,13 @@ func newWorld(t *testing.T) *world {
 		if w.down.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
 			http.Error(rw, `{"error":{"code":503,"status":"UNAVAILABLE","message":"down for the test"}}`, http.StatusServiceUnavailable)
 			return
+		}
+		if held := w.held.Load(); held != nil && r.URL.Path == "/v1/watch" {
+			select {
+			case <-*held:
+			case <-r.Context().Done():
+				return
+			}
 		}
 		h.ServeHTTP(rw, r)
 	}))
@@ -300,4 +309,39 @@ func TestDashboardSurvivesOneClustersData(t *testing.T) {
 	assert.Contains(t, browsertest.Eval[string](t, b, `document.getElementById("summary").textContent`),
 		"9,007,199,254,740,991 ready replicas", "saturated: the honest cluster's 3 are not lost in a figure past 2^53")
 	require.Empty(t, b.Errors(), "the page reported errors")
+}
+
+// TestDashboardDrawsTheFirstPageBeforeTheWholeSet: the first page of the
+// default order, its count and the clusters' totals are drawn from two
+// small answers while the stream has sent nothing yet (here it is held);
+// the whole set, once it comes, replaces them, and pages beyond the first
+// open.
+func TestDashboardDrawsTheFirstPageBeforeTheWholeSet(t *testing.T) {
+	w := newWorld(t)
+	w.heartbeat("pc", 150, 0)
+	for i := range 150 {
+		w.put("pc", fmt.Sprintf("f%03d", i), "1.42", int64(i%10))
+	}
+	held := make(chan struct{})
+	w.held.Store(&held)
+
+	b := browsertest.Start(t, 1400, 1000)
+	b.Do(t, chromedp.Navigate(w.url+"/"))
+	b.WaitFor(t, "the first page, with the stream held", `document.querySelectorAll("#fleets tbody tr").length === 100`)
+	assert.Equal(t, "false", browsertest.Eval[string](t, b, `document.body.dataset.synced`), "drawn before the stream's set")
+	assert.Equal(t, "f000", browsertest.Eval[string](t, b, rowText("pc/games/f000", "name")), "the first of the default order")
+	assert.Contains(t, browsertest.Eval[string](t, b, `document.getElementById("summary").textContent`), "150 fleets matching")
+	assert.Contains(t, browsertest.Eval[string](t, b, `document.getElementById("page-info").textContent`), "of 150, page 1 of 2")
+	assert.Equal(t, "600", browsertest.Eval[string](t, b,
+		`document.querySelector('#clusters tr[data-cluster="pc"] td:nth-of-type(4)').textContent`), "the cluster's ready total")
+	assert.True(t, browsertest.Eval[bool](t, b, `document.getElementById("next").disabled`), "other pages wait for the whole set")
+	assert.Equal(t, 1.0, browsertest.Eval[float64](t, b, `performance.getEntriesByName("fleetcast:first-render").length`))
+	assert.Zero(t, browsertest.Eval[float64](t, b, `performance.getEntriesByName("fleetcast:whole-set").length`))
+
+	close(held)
+	b.WaitFor(t, "the whole set", `document.body.dataset.synced === "true" && document.body.dataset.fleets === "150"`)
+	assert.Contains(t, browsertest.Eval[string](t, b, `document.getElementById("summary").textContent`), "ready replicas")
+	assert.False(t, browsertest.Eval[bool](t, b, `document.getElementById("next").disabled`))
+	assert.Equal(t, 1.0, browsertest.Eval[float64](t, b, `performance.getEntriesByName("fleetcast:whole-set").length`))
+	assert.Empty(t, b.Errors(), "the page reported errors")
 }

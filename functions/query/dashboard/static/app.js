@@ -30,7 +30,11 @@ const state = {
   order: null, // fleet ids in display order; null when it must be sorted again
   changed: new Set(), // ids changed since the last render, flashed
   counts: { added: 0, modified: 0, removed: 0 }, // for the live region
-  rendered: false,
+  rendered: false, // the first page has been drawn
+  renderedWhole: false, // the whole set has been drawn
+  // The first page and its count from GET v1/fleets, drawn while the
+  // stream sends the whole set: {items, total}, or null.
+  preview: null,
 };
 
 // ---- the address: the filter lives in it -------------------------------
@@ -104,9 +108,68 @@ function connect(fresh) {
     state.synced = false;
     state.order = null;
     state.changed.clear();
+    state.preview = null;
     scheduleRender();
   }
   setConn(state.synced ? "connecting" : "loading", state.synced ? "Reconnecting…" : "Loading…");
+  if (!state.synced && !state.preview && previewable()) previewThenFollow(ac);
+  else follow(ac);
+}
+
+// previewable says whether the page shown is one the API answers in a
+// single small request: the first, in its own order (cluster, namespace,
+// name: the dashboard's default). Any other waits for the whole set.
+function previewable() {
+  const f = state.filter;
+  return f.sort === "cluster" && !f.desc && f.page === 1;
+}
+
+// previewThenFollow draws the first page (GET v1/fleets, a page of 100)
+// and the clusters' totals (GET v1/clusters), then opens the stream,
+// whose whole set replaces them: a visitor sees what they came for in two
+// small answers, not after thousands of events.
+async function previewThenFollow(ac) {
+  const params = watchParams();
+  params.set("pageSize", String(PAGE_SIZE));
+  const opts = { signal: ac.signal, cache: "no-store" };
+  const clusters = clustersAnswer();
+  let res;
+  try {
+    res = await fetch("v1/fleets?" + params, opts);
+  } catch {
+    // Aborted (a new filter), or the network: the stream reports it.
+    if (state.conn === ac) follow(ac);
+    return;
+  }
+  if (res.status === 400) {
+    // The filter is wrong, and the stream would be refused alike: say so
+    // where it is typed; retrying cannot help.
+    const err = await apiError(res);
+    if (state.conn !== ac) return;
+    state.conn = null;
+    showFilterError(err);
+    setConn("error", "The filter is not valid");
+    return;
+  }
+  if (state.conn !== ac) return;
+  if (res.ok) {
+    try {
+      const [list, cl] = await Promise.all([res.json(), clusters]);
+      if (state.conn !== ac) return;
+      state.preview = { items: list.items || [], total: list.totalSize || 0 };
+      for (const c of cl || []) {
+        if (state.filter.cluster && c.cluster !== state.filter.cluster) continue;
+        state.clusters.set(c.cluster, c);
+        addClusterName(c.cluster);
+      }
+      render();
+    } catch {
+      if (state.conn !== ac) return; // aborted: the new stream has its own
+    }
+  }
+  // The stream opens once the preview is drawn, so that its thousands of
+  // events do not hold the page's thread before the first render; it
+  // reports whatever the preview could not show.
   follow(ac);
 }
 
@@ -228,11 +291,13 @@ function handle(ev) {
       break;
     case "synced":
       state.synced = true;
+      state.preview = null; // the whole set replaces it
       state.failures = 0;
       setConn("live", "Live");
       scheduleLabels(0);
       break;
     case "restart":
+      state.preview = null;
       state.fleets.clear();
       state.clusters.clear();
       state.order = null;
@@ -273,9 +338,13 @@ function scheduleRender() {
 function render() {
   renderClusters();
   renderFleets();
-  if (state.synced && !state.rendered) {
+  if ((state.synced || state.preview) && !state.rendered) {
     state.rendered = true;
     performance.mark("fleetcast:first-render");
+  }
+  if (state.synced && !state.renderedWhole) {
+    state.renderedWhole = true;
+    performance.mark("fleetcast:whole-set");
   }
   document.body.dataset.fleets = String(state.fleets.size);
   document.body.dataset.synced = String(state.synced);
@@ -373,8 +442,20 @@ const rows = new Map(); // id → {tr, fleet}: the rows of the page shown
 function renderFleets() {
   if (!state.synced) {
     // The initial set is still arriving: count it, and sort it once, when
-    // it is whole, rather than again at every render while it comes.
-    $("summary").textContent = `Loading… ${n(state.fleets.size)} fleets so far.`;
+    // it is whole, rather than again at every render while it comes. The
+    // first page, when the API answered it, is shown meanwhile.
+    const p = state.preview;
+    if (!p) {
+      $("summary").textContent = `Loading… ${n(state.fleets.size)} fleets so far.`;
+      return;
+    }
+    drawRows(p.items.map((f) => [fleetID(f), f]));
+    $("summary").textContent = `${n(p.total)} fleets matching; loading them all for the sums and the other pages… ${n(state.fleets.size)} so far.`;
+    $("page-info").textContent = p.total
+      ? `Fleets 1–${n(p.items.length)} of ${n(p.total)}, page 1 of ${n(Math.max(1, Math.ceil(p.total / PAGE_SIZE)))}`
+      : "No fleet matches.";
+    $("prev").disabled = true;
+    $("next").disabled = true;
     return;
   }
   const ids = sortedIDs();
@@ -382,30 +463,7 @@ function renderFleets() {
   const page = Math.min(state.filter.page, pages);
   const from = (page - 1) * PAGE_SIZE;
   const shown = ids.slice(from, from + PAGE_SIZE);
-  const keep = new Set(shown);
-  for (const id of rows.keys()) {
-    if (!keep.has(id)) rows.delete(id);
-  }
-  const trs = shown.map((id) => {
-    const f = state.fleets.get(id);
-    let r = rows.get(id);
-    if (!r) {
-      r = { tr: el("tr", { dataset: { id } }), fleet: null };
-      rows.set(id, r);
-    }
-    if (r.fleet !== f) {
-      fillRow(r.tr, f);
-      if (r.fleet && state.changed.has(id)) {
-        r.tr.classList.remove("changed");
-        void r.tr.offsetWidth; // restart the highlight
-        r.tr.classList.add("changed");
-      }
-      r.fleet = f;
-    }
-    return r.tr;
-  });
-  state.changed.clear();
-  $("fleets").tBodies[0].replaceChildren(...trs);
+  drawRows(shown.map((id) => [id, state.fleets.get(id)]));
 
   for (const th of $("fleets").tHead.rows[0].cells) {
     const key = th.dataset.sort;
@@ -427,6 +485,34 @@ function renderFleets() {
     : "No fleet matches.";
   $("prev").disabled = page <= 1;
   $("next").disabled = page >= pages;
+}
+
+// drawRows shows [id, fleet] pairs as the table's rows, reusing the row of
+// a fleet already shown and flashing those changed since the last render.
+function drawRows(entries) {
+  const keep = new Set(entries.map(([id]) => id));
+  for (const id of rows.keys()) {
+    if (!keep.has(id)) rows.delete(id);
+  }
+  const trs = entries.map(([id, f]) => {
+    let r = rows.get(id);
+    if (!r) {
+      r = { tr: el("tr", { dataset: { id } }), fleet: null };
+      rows.set(id, r);
+    }
+    if (r.fleet !== f) {
+      fillRow(r.tr, f);
+      if (r.fleet && state.changed.has(id)) {
+        r.tr.classList.remove("changed");
+        void r.tr.offsetWidth; // restart the highlight
+        r.tr.classList.add("changed");
+      }
+      r.fleet = f;
+    }
+    return r.tr;
+  });
+  state.changed.clear();
+  $("fleets").tBodies[0].replaceChildren(...trs);
 }
 
 function capacities(m) {
@@ -570,13 +656,23 @@ function addClusterName(name) {
 }
 
 async function loadClusterNames() {
-  try {
-    const res = await fetch("v1/clusters", { cache: "no-store" });
-    if (!res.ok) return; // the stream names them too
-    for (const c of (await res.json()).items) addClusterName(c.cluster);
-  } catch {
-    // The stream's own failure is what the page reports.
-  }
+  // On failure, none: the stream names them too, and reports its own.
+  for (const c of (await clustersAnswer()) || []) addClusterName(c.cluster);
+}
+
+let clustersInFlight = null;
+
+// clustersAnswer resolves to GET v1/clusters' items, or null when it
+// fails; the callers while one request is under way share it.
+function clustersAnswer() {
+  clustersInFlight ??= fetch("v1/clusters", { cache: "no-store" })
+    .then((r) => (r.ok ? r.json() : null))
+    .then((body) => body?.items || null)
+    .catch(() => null)
+    .finally(() => {
+      clustersInFlight = null;
+    });
+  return clustersInFlight;
 }
 
 // ---- which versions run where ---------------------------------------------
