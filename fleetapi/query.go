@@ -60,7 +60,7 @@ func ParseSelector(s string) (labels.Selector, error) {
 	if reqs, _ := sel.Requirements(); len(reqs) > MaxSelectorRequirements {
 		return nil, fmt.Errorf("%d requirements: a selector has at most %d (MaxSelectorRequirements)", len(reqs), MaxSelectorRequirements)
 	}
-	return sel, nil
+	return compile(sel), nil
 }
 
 // countRequirements counts the commas of s outside parentheses (those

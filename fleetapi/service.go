@@ -126,8 +126,14 @@ func (r *Read) Fleets(q Query) (FleetList, error) {
 		return FleetList{}, err
 	}
 	p := &pager{q: q}
+	// The candidates come in ID order, a cluster's together: its
+	// staleness is looked up once, not once a fleet.
+	cluster, stale := "", false
 	for id, d := range r.candidates(q.Clusters) {
-		if q.Matches(d, r.isStale(d.Cluster)) {
+		if d.Cluster != cluster {
+			cluster, stale = d.Cluster, r.isStale(d.Cluster)
+		}
+		if q.Matches(d, stale) {
 			p.add(item{id: id, doc: d})
 		}
 	}
