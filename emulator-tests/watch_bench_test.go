@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -76,7 +77,8 @@ func (r *receipts) wait(seq int64, start time.Time) []time.Duration {
 
 // BenchmarkWatchFanout measures how a fleet write (an ingest transaction)
 // reaches many subscribers: through one query instance's stream
-// (WatchFleets over Connect, the function's defaults: WATCH_POLL 250 ms),
+// (WatchFleets over Connect, the function's defaults: WATCH_POLL 250 ms;
+// 1 000 subscribers also with a busy loop taking one core beside),
 // and through direct Firestore listeners (fleetwatch.Watch, each with its
 // own listeners, as each matchmaker process would have). It reports the
 // latency from the write to each subscriber's receipt, the Firestore reads
@@ -85,8 +87,9 @@ func (r *receipts) wait(seq int64, start time.Time) []time.Duration {
 // server, both in this process).
 func BenchmarkWatchFanout(b *testing.B) {
 	for _, n := range []int{1, 1000} {
-		b.Run(fmt.Sprintf("source=stream/subscribers=%d", n), func(b *testing.B) { benchmarkStreamFanout(b, n) })
+		b.Run(fmt.Sprintf("source=stream/subscribers=%d", n), func(b *testing.B) { benchmarkStreamFanout(b, n, false) })
 	}
+	b.Run("source=stream/subscribers=1000/cpu=contended", func(b *testing.B) { benchmarkStreamFanout(b, 1000, true) })
 	for _, n := range []int{1, *benchWatchListeners} {
 		b.Run(fmt.Sprintf("source=firestore/subscribers=%d", n), func(b *testing.B) { benchmarkListenerFanout(b, n) })
 	}
@@ -131,7 +134,20 @@ func measureFanout(b *testing.B, store *firestoredb.Store, r *receipts) {
 	b.ReportMetric(float64(*benchWatchChanges), "changes")
 }
 
-func benchmarkStreamFanout(b *testing.B, n int) {
+// burnCPU runs a shell busy loop beside the benchmark, taking one of the
+// machine's cores as another job would, until the benchmark ends.
+func burnCPU(b *testing.B) {
+	cmd := exec.Command("sh", "-c", "while :; do :; done")
+	require.NoError(b, cmd.Start())
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+}
+
+// benchmarkStreamFanout is the stream case with n subscribers; contended
+// runs a busy loop beside the changes (burnCPU).
+func benchmarkStreamFanout(b *testing.B, n int, contended bool) {
 	project := emulator.ProjectID(b)
 	store := firestoredb.New(emulator.Firestore(b, project), time.Hour, time.Now)
 	fillFleets(b, store, 100)
@@ -164,6 +180,9 @@ func benchmarkStreamFanout(b *testing.B, n int) {
 	<-time.After(2 * time.Second)
 	idle := float64(store.Reads()-reads) / time.Since(idleStart).Seconds()
 	reads = store.Reads()
+	if contended {
+		burnCPU(b)
+	}
 	measureFanout(b, store, r) // resets the metrics reported before it
 	b.ReportMetric(float64(store.Reads()-reads)/float64(*benchWatchChanges), "view-reads/change")
 	b.ReportMetric(idle, "idle-view-reads/s")

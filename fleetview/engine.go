@@ -71,7 +71,8 @@ func (r *round) wait(ctx context.Context) error {
 func New(src Source, o Options) *Engine {
 	o = o.WithDefaults()
 	e := &Engine{src: src, opts: o, epoch: rand.Uint64() | 1, st: newState(o)}
-	e.snap.Store(e.st.publish(&Snapshot{}, e.epoch))
+	first, _ := e.st.publish(&Snapshot{}, e.epoch) // nothing to announce
+	e.snap.Store(first)
 	return e
 }
 
@@ -313,8 +314,9 @@ func (e *Engine) load(ctx context.Context, started, point time.Time) error {
 // publish makes the state the newest snapshot, and logs the clusters the
 // view left out since it last did. mu is held.
 func (e *Engine) publish() *Snapshot {
-	s := e.st.publish(e.snap.Load(), e.epoch)
+	s, announce := e.st.publish(e.snap.Load(), e.epoch)
 	e.snap.Store(s)
+	announce() // only now: a woken watch finds s
 	for _, c := range e.st.evicted {
 		e.opts.Log.Error("query view: a cluster's fleets exceed the instance's memory budget (VIEW_MAX_BYTES); it is left out, reported stale, until the next full load finds room",
 			logging.KeyCluster, c, "viewBytes", e.st.bytes, "maxViewBytes", e.opts.MaxViewBytes)

@@ -113,16 +113,23 @@ func (f *feedWriter) forget() {
 	f.base += chunkSize
 }
 
-// publish returns the feed as a snapshot sees it, and the channel closed
-// when a later publish has changes this one has not; it closes the
-// previous one if this publish has changes it had not.
-func (f *feedWriter) publish() (feed, <-chan struct{}) {
+// publish returns the feed as a snapshot sees it, the channel closed when
+// a later publish has changes this one has not, and announce, which
+// closes the previous one if this publish has changes it had not. The
+// caller announces once the snapshot holding the feed is the engine's
+// current one: a watch woken by the close must find the changes it was
+// woken for, or it would step again at once, finding nothing, for as
+// long as the publisher took to store the snapshot — a thousand watches
+// spinning so starved the publisher, on a loaded machine, for seconds.
+func (f *feedWriter) publish() (_ feed, updated <-chan struct{}, announce func()) {
+	announce = func() {}
 	if f.seq != f.published {
-		close(f.updated)
+		old := f.updated
+		announce = func() { close(old) }
 		f.updated = make(chan struct{})
 		f.published = f.seq
 	}
-	return feed{chunks: slices.Clone(f.chunks), base: f.base, seq: f.seq}, f.updated
+	return feed{chunks: slices.Clone(f.chunks), base: f.base, seq: f.seq}, f.updated, announce
 }
 
 // feed is the changes a snapshot holds: from base+1 to seq.

@@ -74,9 +74,11 @@ func newState(o Options) *state {
 }
 
 // publish returns the snapshot of the state now, sharing with prev
-// whatever has not changed since prev was published.
-func (v *state) publish(prev *Snapshot, epoch uint64) *Snapshot {
-	f, updated := v.feed.publish()
+// whatever has not changed since prev was published, and the function
+// that wakes the watches of earlier snapshots, to call once it is the
+// current one (feedWriter.publish).
+func (v *state) publish(prev *Snapshot, epoch uint64) (_ *Snapshot, announce func()) {
+	f, updated, announce := v.feed.publish()
 	s := &Snapshot{loaded: v.loaded, fleets: v.fleets.Clone(), digest: v.digest, bytes: v.bytes, feed: f, updated: updated,
 		epoch: epoch, syncedAt: v.lastSync, version: prev.version + 1,
 		clusters: prev.clusters, names: prev.names, shown: prev.shown, stale: prev.stale, over: prev.over}
@@ -85,7 +87,7 @@ func (v *state) publish(prev *Snapshot, epoch uint64) *Snapshot {
 		s.names = slices.Sorted(maps.Keys(v.clusters))
 		v.clustersChanged = false
 	}
-	return s
+	return s, announce
 }
 
 func fleetHash(id string, d *fleet.Document) uint64 {
