@@ -43,7 +43,8 @@ var (
 //     largest page, /metrics, a placement with the largest policy), and
 //     the ratio of their p99s;
 //   - overlimit: a selector one requirement past the limit, refused (400);
-//   - metrics: 8 scrapers of /metrics at once.
+//   - metrics: 8 scrapers of /metrics at once, and the computations of
+//     the fleets' figures per version of the view meanwhile.
 func BenchmarkReaders(b *testing.B) {
 	for _, s := range strings.Split(*readersFleets, ",") {
 		var n int
@@ -59,7 +60,8 @@ func benchmarkReaders(b *testing.B, n int) {
 	fillFleets(b, store, n)
 	log := logging.New(io.Discard, logging.LevelWarning)
 	svc := fleetapi.NewService(store, fleetapi.Options{StaleAfter: time.Hour, Log: log})
-	srv := httptest.NewServer(query.NewHandler(svc, log))
+	h := query.NewHandler(svc, log)
+	srv := httptest.NewServer(h)
 	b.Cleanup(srv.Close)
 	client := testhttp.New(&http.Transport{MaxIdleConnsPerHost: 16})
 	get := func(path string, want int) time.Duration {
@@ -171,9 +173,24 @@ func benchmarkReaders(b *testing.B, n int) {
 	_, refused := rounds(func() time.Duration { return get(over, http.StatusBadRequest) })
 	reportSpread(b, "overlimit-p99", "ms", refused)
 
+	// The versions of the view the scrapers could see, sampled every
+	// millisecond, against the computations /metrics made meanwhile.
 	var scrapes sync.Mutex
 	var scrapeLat []time.Duration
 	var scrapers sync.WaitGroup
+	versions := map[uint64]bool{}
+	computedBefore := h.MetricsComputations()
+	sctx, sstop := context.WithCancel(ctx)
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for sctx.Err() == nil {
+			_ = svc.Read(sctx, func(r *fleetapi.Read) error {
+				versions[r.Version()] = true
+				return nil
+			})
+			time.Sleep(time.Millisecond)
+		}
+	})
 	for range 8 {
 		scrapers.Go(func() {
 			for range *readersRequests / 40 {
@@ -185,7 +202,10 @@ func benchmarkReaders(b *testing.B, n int) {
 		})
 	}
 	scrapers.Wait()
+	sstop()
+	sampler.Wait()
 	reportDist(b, "metrics-8-scrapers", "ms", millis(scrapeLat))
+	b.ReportMetric(float64(h.MetricsComputations()-computedBefore)/float64(len(versions)), "metrics-computations/version")
 
 	b.ReportMetric(float64(syncs.Load()-syncsBefore)/time.Since(started).Seconds(), "syncs/s")
 	b.ReportMetric(float64(n), "fleets")

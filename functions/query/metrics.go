@@ -69,3 +69,8 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body.Bytes())
 }
+
+// MetricsComputations counts the times /metrics computed the fleets'
+// figures: once per version of the view it was scraped at, whatever the
+// number of scrapers (make bench reports it against the versions).
+func (h *Handler) MetricsComputations() int64 { return h.metricsCache.Computations() }
