@@ -183,12 +183,18 @@ func benchmarkReaders(b *testing.B, n int) {
 	sctx, sstop := context.WithCancel(ctx)
 	var sampler sync.WaitGroup
 	sampler.Go(func() {
-		for sctx.Err() == nil {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
 			_ = svc.Read(sctx, func(r *fleetapi.Read) error {
 				versions[r.Version()] = true
 				return nil
 			})
-			time.Sleep(time.Millisecond)
+			select {
+			case <-sctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
 	})
 	for range 8 {

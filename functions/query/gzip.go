@@ -6,12 +6,14 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/fleetcast/fleetcast/fleetapi/fleetrpc"
 )
 
 // minGzipBytes is the smallest answer worth gzipping: below it, the gzip
-// header and the work cost more than they save (connect-go's default
-// threshold for the same reason is 0, fleetrpc's CompressMinBytes 1 KiB).
-const minGzipBytes = 1024
+// header and the work cost more than they save. It is the
+// InformationService's threshold, so that both APIs compress alike.
+const minGzipBytes = fleetrpc.CompressMinBytes
 
 // gzipWriters recycles the writers of whole answers (lists, placements,
 // /metrics): a gzip writer holds about a megabyte of tables, and making
