@@ -169,6 +169,7 @@ type fleets struct {
 
 	mu      sync.Mutex
 	encoded map[expfmt.Format][]byte
+	zipped  map[expfmt.Format]*gzipped
 }
 
 // Collect copies the figures from a reading. It allocates what it copies

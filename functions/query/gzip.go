@@ -15,8 +15,8 @@ import (
 // InformationService's threshold, so that both APIs compress alike.
 const minGzipBytes = fleetrpc.CompressMinBytes
 
-// gzipWriters recycles the writers of whole answers (lists, placements,
-// /metrics): a gzip writer holds about a megabyte of tables, and making
+// gzipWriters recycles the writers of whole answers (lists, placements;
+// /metrics compresses its own, fleetmetrics.Snapshot.Gzip): a gzip writer holds about a megabyte of tables, and making
 // one per answer was most of what the instance allocated under load, so
 // most of its garbage collection.
 var gzipWriters = sync.Pool{New: func() any {

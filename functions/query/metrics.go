@@ -2,7 +2,6 @@ package query
 
 import (
 	"bytes"
-	"io"
 	"net/http"
 
 	"github.com/prometheus/common/expfmt"
@@ -13,9 +12,10 @@ import (
 
 // metrics serves /metrics: the view's capacity figures in the Prometheus
 // format the scraper accepts (package fleetmetrics), gzipped when it
-// accepts that. The fleets' figures are computed and encoded once per
-// version of the view and format (fleetmetrics.Cache), so that any number
-// of scrapers cost one computation per change; a snapshot of the view is
+// accepts that. The fleets' figures are computed, encoded and gzipped
+// once per version of the view and format (fleetmetrics.Cache,
+// Snapshot.Gzip), so that any number of scrapers cost one computation per
+// change; a snapshot of the view is
 // immutable, so a slow scraper holds nothing back.
 func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -45,13 +45,14 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
 	}
 	format := expfmt.Negotiate(r.Header)
 	gz := acceptsGzip(r)
-	var body bytes.Buffer
+	var parts [][]byte
 	if r.Method != http.MethodHead {
-		write := func(w io.Writer) error { return snap.Write(w, format) }
 		if gz {
-			err = gzipTo(&body, write)
+			parts, err = snap.Gzip(format)
 		} else {
-			err = write(&body)
+			var body bytes.Buffer
+			err = snap.Write(&body, format)
+			parts = [][]byte{body.Bytes()}
 		}
 	}
 	release()
@@ -67,7 +68,11 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Content-Encoding", "gzip")
 	}
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body.Bytes())
+	for _, p := range parts {
+		if _, err := w.Write(p); err != nil {
+			return // the scraper left
+		}
+	}
 }
 
 // MetricsComputations counts the times /metrics computed the fleets'
