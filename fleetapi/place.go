@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -183,6 +184,7 @@ func (r *Read) Place(req PlaceRequest) (Placements, error) {
 	filter.Counter, filter.List, filter.IncludeStale = "", "", true
 	rk := NewRanking[*fleet.Document](req.Count, req.Rand)
 	rules := map[string][2]int32{} // by cluster: priority and weight, -1 weight when no rule matches
+	var qualified []offer
 	for _, d := range r.snap.Entries() {
 		if d.Deleted {
 			continue
@@ -214,7 +216,11 @@ func (r *Read) Place(req PlaceRequest) (Placements, error) {
 			rk.Leave(TooLittleCapacity, d.Cluster)
 			continue
 		}
-		rk.Offer(d, d.Cluster, stale, rule[0], float64(rule[1])*float64(avail))
+		qualified = append(qualified, offer{doc: d, stale: stale, priority: rule[0], weight: rule[1], avail: avail})
+	}
+	caps := capacityCaps(qualified)
+	for _, o := range qualified {
+		rk.Offer(o.doc, o.doc.Cluster, o.stale, o.priority, float64(o.weight)*min(float64(o.avail), caps[o.priority]))
 	}
 	best, left := rk.Result(req.Need, fmt.Sprintf("no heartbeat for %v", r.s.opts.StaleAfter))
 	out := Placements{Placements: make([]Placement, 0, len(best)), Eligible: rk.Eligible(), LeftOut: left,
@@ -223,6 +229,53 @@ func (r *Read) Place(req PlaceRequest) (Placements, error) {
 		out.Placements = append(out.Placements, r.placement(c, req.Need, rules[c.Value.Cluster][1]))
 	}
 	return out, nil
+}
+
+// offer is a fleet that can take the match, before it is weighed.
+type offer struct {
+	doc              *fleet.Document
+	stale            bool
+	priority, weight int32
+	avail            int64
+}
+
+// MaxWeightOfMedian bounds the capacity that weighs a fleet's chance: at
+// most this many times the median available amount of the fleets of its
+// priority that can take the match. Capacity is what each cluster reports
+// of itself (and, for counters, lists and players, the sum of what each
+// game server sets through the SDK): without a bound, one fleet that
+// claims a huge capacity would draw every match. With it, however large
+// its claim, a fleet among 20 others of the median's size draws 2 ÷ 22 of
+// the matches (9.1 %, where a fair share is 1 ÷ 21, 4.8 %). A fleet that
+// truly holds more than twice the median still qualifies and is chosen,
+// weighed as one of twice the median until it is no larger.
+const MaxWeightOfMedian = 2
+
+// CapacityBound returns the most capacity that weighs a candidate's
+// chance among candidates of one priority with these capacities:
+// MaxWeightOfMedian times their median (the upper one of an even count:
+// of two, the larger, so that two fleets share in proportion, and a
+// liar among them draws at most what twice a fair share is anyway). It
+// sorts capacity.
+func CapacityBound(capacity []int64) float64 {
+	if len(capacity) == 0 {
+		return 0
+	}
+	slices.Sort(capacity)
+	return MaxWeightOfMedian * float64(capacity[len(capacity)/2])
+}
+
+// capacityCaps returns, by priority, the CapacityBound of its candidates.
+func capacityCaps(qualified []offer) map[int32]float64 {
+	byPriority := map[int32][]int64{}
+	for _, o := range qualified {
+		byPriority[o.priority] = append(byPriority[o.priority], o.avail)
+	}
+	caps := make(map[int32]float64, len(byPriority))
+	for p, avail := range byPriority {
+		caps[p] = CapacityBound(avail)
+	}
+	return caps
 }
 
 func (r *Read) clusterLabels(cluster string) map[string]string {

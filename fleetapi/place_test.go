@@ -302,3 +302,45 @@ func manyRules(n int) string {
 	}
 	return v.Encode()
 }
+
+// TestACapacityLiarDrawsAtMostTwiceItsShare: a fleet that claims the
+// most capacity a number holds (through its status, or through what its
+// game servers set through the SDK: counters, lists, players), among 20
+// honest fleets of 500 ready game servers and 100 rooms, comes first in
+// at most twice its fair share of placements (2 ÷ 21), weighed by ready
+// game servers, by a counter, by players and under a policy; before the
+// bound it came first in all of them.
+func TestACapacityLiarDrawsAtMostTwiceItsShare(t *testing.T) {
+	w := placeWorld(t)
+	for i := range 20 {
+		d := fleetWith([]string{"eu-1", "eu-2", "us"}[i%3], fmt.Sprintf("honest-%02d", i), 500, 500, fleet.DocAggregate{Capacity: 100, Available: 100})
+		d.Status.Players = fleet.DocCapacity{Capacity: 1000, Available: 1000}
+		w.Put(d)
+	}
+	huge := int64(math.MaxInt64)
+	liar := fleetWith("eu-1", "liar", huge, huge, fleet.DocAggregate{Capacity: huge, Available: huge})
+	liar.Status.Players = fleet.DocCapacity{Capacity: huge, Available: huge}
+	w.Put(liar)
+	svc := w.service(Options{})
+	const n = 20_000
+	fair := 1.0 / 21
+	for _, params := range []string{"", "counter=rooms", "players=4", "counter=rooms&policy=region%3Deu:0:3&policy=region%3Dus:0:3"} {
+		v, err := url.ParseQuery(params)
+		require.NoError(t, err)
+		req, err := ParsePlace(v)
+		require.NoError(t, err)
+		req.Rand = rand.New(rand.NewPCG(3, 5))
+		liarFirst := 0
+		for range n {
+			p, err := svc.Place(t.Context(), req)
+			require.NoError(t, err)
+			if p.Placements[0].Name == "liar" {
+				liarFirst++
+			}
+		}
+		share := float64(liarFirst) / n
+		t.Logf("%q: the liar came first in %.2f %% of %d placements (a fair share: %.2f %%)", params, 100*share, n, 100*fair)
+		assert.LessOrEqual(t, share, 2*fair, "%q", params)
+		assert.Greater(t, share, fair/2, "%q: the liar still takes matches", params)
+	}
+}

@@ -97,6 +97,16 @@ func TestPolicies(t *testing.T) {
 		"ready is clamped to the replicas: 2, not MaxInt64")
 	assert.Equal(t, int64(2), fleetwatch.ByReady(fleetapi.Fleet{CurrentReplicas: 2, ReadyReplicas: math.MaxInt64}))
 
+	// One that claims, consistently, the most game servers a number holds
+	// weighs twice the median fleet (3), not MaxInt64 (fleetapi.CapacityBound).
+	w.seq++
+	w.mem.PutFleet(fleet.Document{Cluster: "xbox", Namespace: "games", Name: "huge", UID: "u", Version: fleet.Version{Term: 1, Seq: w.seq},
+		Labels: map[string]string{"game": "x"}, Spec: &fleet.Spec{Replicas: math.MaxInt64},
+		Status: &fleet.DocStatus{Replicas: math.MaxInt64, ReadyReplicas: math.MaxInt64}})
+	require.Eventually(t, func() bool { return len(v.Fleets(game)) == 5 }, 10*time.Second, 10*time.Millisecond)
+	shares(fleetwatch.Policy{}, 0, map[string]float64{"a": 5.0 / 17, "b": 3.0 / 17, "c": 1.0 / 17, "liar": 2.0 / 17, "huge": 6.0 / 17},
+		"a claim beyond twice the median weighs twice the median")
+
 	_, err = v.Pick(game, fleetwatch.Policy{Counter: "nope"})
 	assert.ErrorIs(t, err, fleetwatch.ErrNoFleet, "no capacity anywhere")
 }

@@ -636,8 +636,9 @@ var ErrNoFleet = errors.New("no fleet with capacity matches")
 // Pick returns a fleet for a new match among those matching selector,
 // never from a stale cluster, from the most preferred clusters that have
 // one with capacity. Among those it draws at random, each fleet's chance
-// proportional to its Rank (its available capacity), as the query side's
-// Place does with the same ranking (fleetapi.Ranking): matchmakers
+// proportional to its Rank (its available capacity) up to twice the
+// median Rank (fleetapi.CapacityBound), as the query side's Place does
+// with the same ranking (fleetapi.Ranking): matchmakers
 // picking from their own views spread their matches over the fleets
 // instead of herding onto the one that ranks highest. Fleets without
 // spare capacity are never picked.
@@ -659,12 +660,32 @@ func (v *View) Choose(selector labels.Selector, p Policy) (fleetapi.Fleet, int, 
 		}
 	}
 	v.mu.RUnlock()
-	rk := fleetapi.NewRanking[fleetapi.Fleet](1, p.Rand)
+	// Each fleet's rank is bounded by its priority's (fleetapi.CapacityBound):
+	// one fleet's claim of capacity cannot draw every pick.
+	type offer struct {
+		f                fleetapi.Fleet
+		priority, weight int32
+		rank             int64
+	}
+	var offers []offer
+	ranks := map[int32][]int64{}
 	for _, f := range candidates {
 		if !f.Stale {
-			priority, weight, _ := policy.For(clusterLabels[f.Cluster])
-			rk.Offer(f, f.Cluster, false, priority, float64(weight)*float64(rank(f)))
+			o := offer{f: f, rank: rank(f)}
+			o.priority, o.weight, _ = policy.For(clusterLabels[f.Cluster])
+			if o.weight > 0 && o.rank > 0 {
+				ranks[o.priority] = append(ranks[o.priority], o.rank)
+			}
+			offers = append(offers, o)
 		}
+	}
+	bounds := make(map[int32]float64, len(ranks))
+	for priority, r := range ranks {
+		bounds[priority] = fleetapi.CapacityBound(r)
+	}
+	rk := fleetapi.NewRanking[fleetapi.Fleet](1, p.Rand)
+	for _, o := range offers {
+		rk.Offer(o.f, o.f.Cluster, false, o.priority, float64(o.weight)*min(float64(o.rank), bounds[o.priority]))
 	}
 	best := rk.Best() // a pick gives no reasons: none are worded
 	if len(best) == 0 {
