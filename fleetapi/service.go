@@ -126,15 +126,33 @@ func (r *Read) Fleets(q Query) (FleetList, error) {
 		return FleetList{}, err
 	}
 	p := &pager{q: q}
-	// The candidates come in ID order, a cluster's together: its
-	// staleness is looked up once, not once a fleet.
-	cluster, stale := "", false
-	for id, d := range r.candidates(q.Clusters) {
-		if d.Cluster != cluster {
-			cluster, stale = d.Cluster, r.isStale(d.Cluster)
+	set, exact := r.narrow(q)
+	if exact && q.OrderBy == OrderByName {
+		// Every fleet of the set matches, and the set yields them in
+		// the page's order: read the page, and one more to know
+		// whether another follows.
+		after := ""
+		if q.After != nil {
+			after = q.After.ID
 		}
-		if q.Matches(d, stale) {
+		for id, d := range r.snap.In(set, after) {
 			p.add(item{id: id, doc: d})
+			if p.after > q.PageSize {
+				break
+			}
+		}
+		p.total = set.Len()
+	} else {
+		// The candidates come in ID order, a cluster's together: its
+		// staleness is looked up once, not once a fleet.
+		cluster, stale := "", false
+		for id, d := range r.snap.In(set, "") {
+			if d.Cluster != cluster {
+				cluster, stale = d.Cluster, r.isStale(d.Cluster)
+			}
+			if q.Matches(d, stale) {
+				p.add(item{id: id, doc: d})
+			}
 		}
 	}
 	page, next := p.page()
@@ -257,26 +275,6 @@ func (s *Service) holds(clusters ...string) error {
 		}
 	}
 	return nil
-}
-
-// candidates yields the live fleets a query of these clusters may match,
-// with their document IDs, in ID order: those of the clusters named, when
-// some are (a cluster's fleets are a range of the view's order), else
-// every one.
-func (r *Read) candidates(clusters []string) iter.Seq2[string, *fleet.Document] {
-	if len(clusters) == 0 {
-		return r.snap.Entries()
-	}
-	return func(yield func(string, *fleet.Document) bool) {
-		// Each named once, in name order, which is the IDs' order.
-		for _, c := range slices.Compact(slices.Sorted(slices.Values(clusters))) {
-			for id, d := range r.snap.ClusterEntries(c) {
-				if !yield(id, d) {
-					return
-				}
-			}
-		}
-	}
 }
 
 // ValidateKey checks a fleet's key as a parameter.

@@ -3,12 +3,13 @@ package fleetview
 import "github.com/fleetcast/fleetcast/fleet"
 
 // DocBytes estimates the heap a document takes in the view: its fixed part
-// (the document, its status, its entry and its place in the view's indexes),
+// (the document, its status, its entry and its place in the view's tree),
 // each string, and each map entry with the map's overhead (measured: a label
-// of 314 bytes takes about 410, a counter about 100). BenchmarkInstanceMemory
-// holds it against the heap: 10 000 typical fleets count 15.4 MiB and take
-// 15.3, at fleet.MaxStateBytes they count 135 and take 131. The view and
-// the feed are bounded by it.
+// of 314 bytes takes about 410, a counter about 100), and each label's
+// place in the index at most (indexBytesPerLabel and a copy of the label in
+// its list's key: a label no other fleet has costs a list of its own).
+// BenchmarkInstanceMemory holds it against the heap.
+// The view and the feed are bounded by it.
 func DocBytes(d *fleet.Document) int {
 	if d == nil {
 		return 0
@@ -17,7 +18,7 @@ func DocBytes(d *fleet.Document) int {
 	n := fixed + len(d.Cluster) + len(d.Namespace) + len(d.Name) + len(d.UID) + len(d.DocID) + len(d.Degraded) +
 		len(d.Publisher.ID) + len(d.Publisher.Version)
 	for k, v := range d.Labels {
-		n += entry + len(k) + len(v)
+		n += entry + indexBytesPerLabel + 2*(len(k)+len(v))
 	}
 	for k, v := range d.Annotations {
 		n += entry + len(k) + len(v)

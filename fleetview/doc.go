@@ -24,6 +24,13 @@
 // that covers its start: the running one if it began after the call, else
 // the one after it.
 //
+// Each snapshot also holds an index of its fleets (Set), after the
+// postings of Prometheus' tsdb: for each label, label key and cluster, the
+// fleets that have it, copied on write like the tree. A query combines
+// the sets its filters name, and reads only the fleets they leave: a
+// label selector over 10 000 fleets reads the page it answers, not every
+// fleet.
+//
 // The view records its changes in a bounded feed, which each snapshot
 // holds as it was at its publication. Watches (Watcher) follow the feed of
 // the newest snapshot: a watch of any filter costs no read of the store,

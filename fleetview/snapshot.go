@@ -15,7 +15,8 @@ type entry struct {
 	id    string // the document ID: (cluster, namespace, name) order
 	doc   *fleet.Document
 	hash  uint64
-	bytes int // DocBytes(doc)
+	bytes int    // DocBytes(doc)
+	slot  uint32 // its place in the index's sets
 }
 
 func lessEntry(a, b *entry) bool { return a.id < b.id }
@@ -33,6 +34,8 @@ const treeDegree = 32
 type Snapshot struct {
 	loaded   bool
 	fleets   *btree.BTreeG[*entry]
+	postings *btree.BTreeG[*posting] // the index
+	slots    uint32                  // the index's slots, free or not
 	clusters map[string]*fleet.ClusterDocument
 	names    []string // of clusters, sorted
 	shown    map[string]shown

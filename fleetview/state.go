@@ -35,6 +35,7 @@ type state struct {
 	journal map[string]*fleet.Document
 
 	fleets   *btree.BTreeG[*entry]
+	ix       *index // the fleets' postings
 	clusters map[string]*fleet.ClusterDocument
 	// shown is each cluster's newest document and its shown hash, kept
 	// across loads: a watch hears of a cluster when it changes.
@@ -67,7 +68,7 @@ type state struct {
 
 func newState(o Options) *state {
 	return &state{
-		fleets: btree.NewG(treeDegree, lessEntry), clusters: map[string]*fleet.ClusterDocument{}, shown: map[string]shown{},
+		fleets: btree.NewG(treeDegree, lessEntry), ix: newIndex(), clusters: map[string]*fleet.ClusterDocument{}, shown: map[string]shown{},
 		feed: newFeedWriter(o.FeedMaxBytes), maxBytes: o.MaxViewBytes, clusterBytes: map[string]int{}, overBudget: map[string]bool{},
 		shownHash: o.Shown,
 	}
@@ -79,7 +80,8 @@ func newState(o Options) *state {
 // current one (feedWriter.publish).
 func (v *state) publish(prev *Snapshot, epoch uint64) (_ *Snapshot, announce func()) {
 	f, updated, announce := v.feed.publish()
-	s := &Snapshot{loaded: v.loaded, fleets: v.fleets.Clone(), digest: v.digest, bytes: v.bytes, feed: f, updated: updated,
+	postings, slots := v.ix.publish()
+	s := &Snapshot{loaded: v.loaded, fleets: v.fleets.Clone(), postings: postings, slots: slots, digest: v.digest, bytes: v.bytes, feed: f, updated: updated,
 		epoch: epoch, syncedAt: v.lastSync, version: prev.version + 1,
 		clusters: prev.clusters, names: prev.names, shown: prev.shown, stale: prev.stale, over: prev.over}
 	if v.clustersChanged || prev.clusters == nil {
@@ -166,6 +168,7 @@ func (l *loading) docs() []*fleet.Document {
 func (v *state) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument, overBudget map[string]bool) {
 	prev := v.fleets
 	v.fleets = btree.NewG(treeDegree, lessEntry)
+	v.ix = newIndex()
 	v.clusters = make(map[string]*fleet.ClusterDocument, len(clusters))
 	v.clustersChanged = true
 	v.digest = 0
@@ -180,9 +183,12 @@ func (v *state) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument
 		id := d.Key().DocID()
 		e := &entry{id: id, doc: d, hash: fleetHash(id, d), bytes: DocBytes(d)}
 		if old, ok := v.fleets.ReplaceOrInsert(e); ok { // never twice in one read; be safe
+			v.ix.replace(old, e)
 			v.digest ^= old.hash
 			v.bytes -= old.bytes
 			v.clusterBytes[old.doc.Cluster] -= old.bytes
+		} else {
+			v.ix.add(e)
 		}
 		v.digest ^= e.hash
 		v.bytes += e.bytes
@@ -194,6 +200,7 @@ func (v *state) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument
 		for _, e := range v.clusterEntries(c) {
 			v.digest ^= e.hash
 			v.fleets.Delete(e)
+			v.ix.remove(e)
 		}
 		v.bytes -= v.clusterBytes[c]
 		delete(v.clusterBytes, c)
@@ -261,6 +268,11 @@ func (v *state) putFleet(d *fleet.Document) bool {
 	}
 	e := &entry{id: id, doc: d, hash: h, bytes: DocBytes(d)}
 	v.fleets.ReplaceOrInsert(e)
+	if ok {
+		v.ix.replace(old, e)
+	} else {
+		v.ix.add(e)
+	}
 	v.digest ^= h
 	v.bytes += e.bytes
 	v.clusterBytes[d.Cluster] += e.bytes
@@ -284,6 +296,7 @@ func (v *state) limit() int { return cmp.Or(v.maxBytes, DefaultMaxViewBytes) }
 func (v *state) remove(e *entry) {
 	v.digest ^= e.hash
 	v.fleets.Delete(e)
+	v.ix.remove(e)
 	v.bytes -= e.bytes
 	v.clusterBytes[e.doc.Cluster] -= e.bytes
 	v.feed.record(change{before: e.doc})
