@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
-	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -184,7 +184,9 @@ func (r *Read) Place(req PlaceRequest) (Placements, error) {
 	filter.Counter, filter.List, filter.IncludeStale = "", "", true
 	rk := NewRanking[*fleet.Document](req.Count, req.Rand)
 	rules := map[string][2]int32{} // by cluster: priority and weight, -1 weight when no rule matches
-	var qualified []offer
+	scratch := offers.Get().(*offerScratch)
+	defer scratch.put()
+	qualified := scratch.offers[:0]
 	for _, d := range r.snap.Entries() {
 		if d.Deleted {
 			continue
@@ -218,7 +220,8 @@ func (r *Read) Place(req PlaceRequest) (Placements, error) {
 		}
 		qualified = append(qualified, offer{doc: d, stale: stale, priority: rule[0], weight: rule[1], avail: avail})
 	}
-	caps := capacityCaps(qualified)
+	scratch.offers = qualified
+	caps := scratch.caps()
 	for _, o := range qualified {
 		rk.Offer(o.doc, o.doc.Cluster, o.stale, o.priority, float64(o.weight)*min(float64(o.avail), caps[o.priority]))
 	}
@@ -256,24 +259,82 @@ const MaxWeightOfMedian = 2
 // MaxWeightOfMedian times their median (the upper one of an even count:
 // of two, the larger, so that two fleets share in proportion, and a
 // liar among them draws at most what twice a fair share is anyway). It
-// sorts capacity.
+// reorders capacity.
 func CapacityBound(capacity []int64) float64 {
 	if len(capacity) == 0 {
 		return 0
 	}
-	slices.Sort(capacity)
-	return MaxWeightOfMedian * float64(capacity[len(capacity)/2])
+	return MaxWeightOfMedian * float64(nth(capacity, len(capacity)/2))
 }
 
-// capacityCaps returns, by priority, the CapacityBound of its candidates.
-func capacityCaps(qualified []offer) map[int32]float64 {
-	byPriority := map[int32][]int64{}
-	for _, o := range qualified {
-		byPriority[o.priority] = append(byPriority[o.priority], o.avail)
+// nth returns the k-th smallest of a (from 0), reordering a: Hoare's
+// selection, in time linear on average.
+func nth(a []int64, k int) int64 {
+	lo, hi := 0, len(a)-1
+	for lo < hi {
+		pivot := a[lo+(hi-lo)/2]
+		i, j := lo, hi
+		for i <= j {
+			for a[i] < pivot {
+				i++
+			}
+			for a[j] > pivot {
+				j--
+			}
+			if i <= j {
+				a[i], a[j] = a[j], a[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return a[k]
+		}
 	}
-	caps := make(map[int32]float64, len(byPriority))
-	for p, avail := range byPriority {
-		caps[p] = CapacityBound(avail)
+	return a[k]
+}
+
+// offerScratch is what one Place holds of its candidates while it weighs
+// them, recycled (offers): a placement over 10 000 fleets would otherwise
+// allocate most of a megabyte.
+type offerScratch struct {
+	offers []offer
+	avail  []int64
+}
+
+var offers = sync.Pool{New: func() any { return new(offerScratch) }}
+
+// maxScratch is the most offers a recycled scratch keeps room for.
+const maxScratch = 1 << 16
+
+func (s *offerScratch) put() {
+	if cap(s.offers) > maxScratch || cap(s.avail) > maxScratch {
+		return
+	}
+	clear(s.offers[:cap(s.offers)]) // drop the documents
+	s.offers = s.offers[:0]
+	offers.Put(s)
+}
+
+// caps returns, by priority, the CapacityBound of its offers.
+func (s *offerScratch) caps() map[int32]float64 {
+	caps := map[int32]float64{}
+	for _, o := range s.offers {
+		if _, done := caps[o.priority]; done {
+			continue
+		}
+		s.avail = s.avail[:0]
+		for _, p := range s.offers {
+			if p.priority == o.priority {
+				s.avail = append(s.avail, p.avail)
+			}
+		}
+		caps[o.priority] = CapacityBound(s.avail)
 	}
 	return caps
 }

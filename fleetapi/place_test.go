@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -343,4 +344,22 @@ func TestACapacityLiarDrawsAtMostTwiceItsShare(t *testing.T) {
 		assert.LessOrEqual(t, share, 2*fair, "%q", params)
 		assert.Greater(t, share, fair/2, "%q: the liar still takes matches", params)
 	}
+}
+
+// TestNthIsTheSortedElement: the selection behind CapacityBound finds
+// what sorting would, with duplicates, in every position.
+func TestNthIsTheSortedElement(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 7))
+	for range 500 {
+		a := make([]int64, 1+rng.IntN(40))
+		for i := range a {
+			a[i] = rng.Int64N(int64(1 + rng.IntN(10)))
+		}
+		sorted := slices.Sorted(slices.Values(a))
+		k := rng.IntN(len(a))
+		require.Equal(t, sorted[k], nth(slices.Clone(a), k), "%v, k=%d", a, k)
+	}
+	assert.Equal(t, float64(0), CapacityBound(nil))
+	assert.Equal(t, 2*float64(5), CapacityBound([]int64{9, 5, 1}))
+	assert.Equal(t, 2*float64(9), CapacityBound([]int64{9, 1}), "of two, the larger")
 }
