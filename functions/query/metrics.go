@@ -23,6 +23,10 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
 		h.failStatus(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "", "method "+r.Method+" not allowed; use GET")
 		return
 	}
+	if err := h.metricsRefusal(r); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	if err := noParams(r); err != nil {
 		h.fail(w, r, err)
 		return

@@ -39,6 +39,8 @@ type Handler struct {
 	// writeTimeout bounds each write of a stream.
 	writeTimeout time.Duration
 	metricsOpts  fleetmetrics.Options
+	// metricsAccess says who /metrics answers.
+	metricsAccess MetricsAccess
 	// metrics computes /metrics' fleet figures once per version of the
 	// view, whatever the number of scrapers.
 	metricsCache *fleetmetrics.Cache
@@ -69,7 +71,7 @@ func WithMetrics(o fleetmetrics.Options) HandlerOption {
 
 // NewHandler returns the API answering from svc.
 func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) *Handler {
-	h := &Handler{svc: svc, log: log, mux: http.NewServeMux(), writeTimeout: DefaultStreamWriteTimeout}
+	h := &Handler{svc: svc, log: log, mux: http.NewServeMux(), writeTimeout: DefaultStreamWriteTimeout, metricsAccess: MetricsLocal}
 	for _, o := range opts {
 		o(h)
 	}
@@ -391,6 +393,8 @@ type Config struct {
 	// ingest's.
 	FeedShards int
 	Metrics    fleetmetrics.Options
+	// MetricsAccess: who /metrics answers (METRICS_ACCESS).
+	MetricsAccess MetricsAccess
 }
 
 // ConfigFromEnv reads STALE_AFTER, MAX_STALENESS (0: every answer waits
@@ -400,7 +404,7 @@ type Config struct {
 // comma-separated, at most 30; unset: every cluster), FEED_SHARDS (the
 // ingest's),
 // METRICS_LABELS (fleet label keys, comma-separated), METRICS_MAX_SERIES,
-// METRICS_AGGREGATE, PLACEMENT_POLICY (the placement policy of a
+// METRICS_AGGREGATE, METRICS_ACCESS (local, all or off), PLACEMENT_POLICY (the placement policy of a
 // request that gives none: rules SELECTOR:PRIORITY[:WEIGHT], separated
 // by semicolons) and LOG_LEVEL.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
@@ -452,6 +456,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return fleetmetrics.Options{Labels: keys}.Validate()
 	})
 	e.Int(&c.Metrics.MaxSeries, "METRICS_MAX_SERIES", fleetmetrics.DefaultMaxSeries, 1)
+	c.MetricsAccess = MetricsLocal
+	e.Func("METRICS_ACCESS", func(v string) (err error) {
+		c.MetricsAccess, err = ParseMetricsAccess(v)
+		return err
+	})
 	e.Func("METRICS_AGGREGATE", func(v string) (err error) {
 		c.Metrics.Aggregate, err = strconv.ParseBool(v)
 		if err != nil {
@@ -506,7 +515,7 @@ func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Hand
 	// visitor does not pay for it (a function's first request waits for
 	// the load it would have started anyway).
 	svc.Start()
-	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics)), nil
+	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics), WithMetricsAccess(cfg.MetricsAccess)), nil
 }
 
 // defaultHandler serves the registered function: one Firestore client and

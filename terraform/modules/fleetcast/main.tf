@@ -55,6 +55,7 @@ locals {
     METRICS_LABELS       = join(",", var.query_metrics_labels)
     METRICS_MAX_SERIES   = tostring(var.query_metrics_max_series)
     METRICS_AGGREGATE    = tostring(var.query_metrics_aggregate)
+    METRICS_ACCESS       = var.query_metrics_access
     PLACEMENT_POLICY     = join(";", var.query_placement_policy)
     # Every cluster; a partition's function names its own
     # (query_functions).

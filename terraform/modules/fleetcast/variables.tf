@@ -432,6 +432,16 @@ variable "query_metrics_aggregate" {
   default     = false
 }
 
+variable "query_metrics_access" {
+  type        = string
+  description = "Who the query side's /metrics answers (METRICS_ACCESS): local, only the instance's own scraper (the query_metrics_export sidecar, on localhost; every request from outside is refused, 403); all, every caller the service admits (its invoker IAM or the mutual TLS load balancer), for a Prometheus that scrapes the service from outside; off, no one."
+  default     = "local"
+  validation {
+    condition     = contains(["local", "all", "off"], var.query_metrics_access)
+    error_message = "query_metrics_access must be local, all or off."
+  }
+}
+
 variable "query_metrics_export" {
   type        = bool
   description = "Export /metrics to Cloud Monitoring (Managed Service for Prometheus) through Google's Prometheus sidecar for Cloud Run, which scrapes each query instance every 30 s: KEDA's gcp-stackdriver scaler, Grafana and Cloud Monitoring then read them as prometheus.googleapis.com/<name>/gauge. Needs query_mode = service (a function runs no sidecar). Each series is billed as a sample per scrape."
