@@ -41,6 +41,8 @@ type Handler struct {
 	metricsOpts  fleetmetrics.Options
 	// metricsAccess says who /metrics answers.
 	metricsAccess MetricsAccess
+	// verifiedHeader: see WithVerifiedClientCert.
+	verifiedHeader string
 	// metrics computes /metrics' fleet figures once per version of the
 	// view, whatever the number of scrapers.
 	metricsCache *fleetmetrics.Cache
@@ -107,7 +109,13 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 // before anything larger is held.
 const MaxRequestBytes = fleetrpc.MaxRequestBytes
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.traced.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := h.certRefusal(r); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.traced.ServeHTTP(w, r)
+}
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
@@ -395,6 +403,9 @@ type Config struct {
 	Metrics    fleetmetrics.Options
 	// MetricsAccess: who /metrics answers (METRICS_ACCESS).
 	MetricsAccess MetricsAccess
+	// VerifiedClientCertHeader: see WithVerifiedClientCert
+	// (MTLS_VERIFIED_HEADER).
+	VerifiedClientCertHeader string
 }
 
 // ConfigFromEnv reads STALE_AFTER, MAX_STALENESS (0: every answer waits
@@ -404,7 +415,9 @@ type Config struct {
 // comma-separated, at most 30; unset: every cluster), FEED_SHARDS (the
 // ingest's),
 // METRICS_LABELS (fleet label keys, comma-separated), METRICS_MAX_SERIES,
-// METRICS_AGGREGATE, METRICS_ACCESS (local, all or off), PLACEMENT_POLICY (the placement policy of a
+// METRICS_AGGREGATE, METRICS_ACCESS (local, all or off),
+// MTLS_VERIFIED_HEADER (the header of a mutual TLS load balancer's
+// verdict, which every request must carry as true), PLACEMENT_POLICY (the placement policy of a
 // request that gives none: rules SELECTOR:PRIORITY[:WEIGHT], separated
 // by semicolons) and LOG_LEVEL.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
@@ -457,6 +470,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	})
 	e.Int(&c.Metrics.MaxSeries, "METRICS_MAX_SERIES", fleetmetrics.DefaultMaxSeries, 1)
 	c.MetricsAccess = MetricsLocal
+	e.Func("MTLS_VERIFIED_HEADER", func(v string) error {
+		c.VerifiedClientCertHeader = v
+		return ValidateHeaderName(v)
+	})
 	e.Func("METRICS_ACCESS", func(v string) (err error) {
 		c.MetricsAccess, err = ParseMetricsAccess(v)
 		return err
@@ -515,7 +532,8 @@ func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Hand
 	// visitor does not pay for it (a function's first request waits for
 	// the load it would have started anyway).
 	svc.Start()
-	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics), WithMetricsAccess(cfg.MetricsAccess)), nil
+	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics), WithMetricsAccess(cfg.MetricsAccess),
+		WithVerifiedClientCert(cfg.VerifiedClientCertHeader)), nil
 }
 
 // defaultHandler serves the registered function: one Firestore client and

@@ -56,6 +56,7 @@ locals {
     METRICS_MAX_SERIES   = tostring(var.query_metrics_max_series)
     METRICS_AGGREGATE    = tostring(var.query_metrics_aggregate)
     METRICS_ACCESS       = var.query_metrics_access
+    MTLS_VERIFIED_HEADER = local.mtls ? local.mtls_verified_header : ""
     PLACEMENT_POLICY     = join(";", var.query_placement_policy)
     # Every cluster; a partition's function names its own
     # (query_functions).
@@ -65,6 +66,9 @@ locals {
   # query service's (query_mode).
   query_service = var.query_mode == "function" ? google_cloudfunctions2_function.query["all"].service_config[0].service : google_cloud_run_v2_service.query[0].name
   mtls          = var.query_mode == "service" && var.query_mtls != null
+  # The header in which the mutual TLS load balancer tells the service
+  # whether the client's certificate chain verified.
+  mtls_verified_header = "X-Client-Cert-Chain-Verified"
   query_url = (local.mtls ? "https://${var.query_mtls.domains[0]}" :
   var.query_mode == "function" ? google_cloudfunctions2_function.query["all"].service_config[0].uri : google_cloud_run_v2_service.query[0].uri)
   # The query functions: "all" for every cluster, and each partition's,
@@ -663,6 +667,12 @@ resource "google_cloud_run_v2_service" "query" {
   deletion_protection  = false
   ingress              = local.mtls ? "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER" : "INGRESS_TRAFFIC_ALL"
   invoker_iam_disabled = local.mtls
+  # Behind the load balancer, no run.app URL: Cloud Run's "internal"
+  # ingress admits the project's VPC networks (the game clusters' pods
+  # among them) through it, with no certificate. What is left is the load
+  # balancer, whose verdict on the client's certificate the service checks
+  # on every request (MTLS_VERIFIED_HEADER).
+  default_uri_disabled = local.mtls
   template {
     service_account                  = google_service_account.query.email
     timeout                          = "${var.query_timeout_seconds}s"
@@ -806,6 +816,15 @@ resource "google_compute_backend_service" "query" {
   name                  = "${var.name_prefix}-query"
   load_balancing_scheme = "EXTERNAL_MANAGED"
   protocol              = "HTTP2"
+  # The load balancer's verdict on the client certificate, which the
+  # service requires on every request (MTLS_VERIFIED_HEADER): a request
+  # that reached it another way carries no such header.
+  custom_request_headers = [
+    "${local.mtls_verified_header}: {client_cert_chain_verified}",
+    "X-Client-Cert-Present: {client_cert_present}",
+    "X-Client-Cert-Error: {client_cert_error}",
+    "X-Client-Cert-Hash: {client_cert_sha256_fingerprint}",
+  ]
   backend {
     group = google_compute_region_network_endpoint_group.query[0].id
   }

@@ -695,6 +695,14 @@ run "mutual_tls_in_front_of_the_service" {
     error_message = "behind the load balancer the service takes its requests only, and the client certificate is the credential"
   }
   assert {
+    condition     = google_cloud_run_v2_service.query[0].default_uri_disabled
+    error_message = "no run.app URL behind the load balancer: internal ingress would admit the project's VPC networks through it, with no certificate"
+  }
+  assert {
+    condition     = contains(google_compute_backend_service.query[0].custom_request_headers, "X-Client-Cert-Chain-Verified: {client_cert_chain_verified}") && contains([for e in google_cloud_run_v2_service.query[0].template[0].containers[0].env : "${e.name}=${e.value}"], "MTLS_VERIFIED_HEADER=X-Client-Cert-Chain-Verified")
+    error_message = "the load balancer sends its verdict on the client certificate, and the service requires it on every request"
+  }
+  assert {
     condition     = google_network_security_server_tls_policy.query[0].location == "global" && google_network_security_server_tls_policy.query[0].mtls_policy[0].client_validation_mode == "REJECT_INVALID" && length(google_network_security_server_tls_policy.query[0].mtls_policy[0].client_validation_ca) == 0 && !coalesce(google_network_security_server_tls_policy.query[0].allow_open, false)
     error_message = "an Application Load Balancer's policy: global, a mode, no client_validation_ca, not open"
   }
@@ -898,4 +906,20 @@ run "metrics_export_needs_the_service" {
     query_metrics_export = true
   }
   expect_failures = [var.query_metrics_export]
+}
+
+run "metrics_answer_the_instance_unless_told" {
+  command = plan
+  assert {
+    condition     = google_cloudfunctions2_function.query["all"].service_config[0].environment_variables["METRICS_ACCESS"] == "local" && google_cloudfunctions2_function.query["all"].service_config[0].environment_variables["MTLS_VERIFIED_HEADER"] == ""
+    error_message = "/metrics answers only the instance's own scraper by default; no load balancer, no certificate check"
+  }
+}
+
+run "metrics_access_is_local_all_or_off" {
+  command = plan
+  variables {
+    query_metrics_access = "public"
+  }
+  expect_failures = [var.query_metrics_access]
 }
