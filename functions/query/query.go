@@ -5,7 +5,6 @@
 package query
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -290,15 +289,22 @@ func noParams(r *http.Request) error {
 // answer is encoded, before writing it (a heavy read's slot is not held
 // while a client reads).
 func (h *Handler) reply(w http.ResponseWriter, r *http.Request, v any, etag string, gz bool, encoded func()) {
-	body, err := json.Marshal(v)
+	encoding := answerBuffers.get()
+	defer answerBuffers.put(encoding)
+	err := json.NewEncoder(encoding).Encode(v)
+	if err == nil {
+		encoding.Truncate(encoding.Len() - 1) // the newline Encode ends with
+	}
+	body := encoding.Bytes()
 	gz = gz && len(body) >= minGzipBytes
 	if err == nil && gz {
-		var buf bytes.Buffer
-		err = gzipTo(&buf, func(w io.Writer) error {
+		compressed := answerBuffers.get()
+		defer answerBuffers.put(compressed)
+		err = gzipTo(compressed, func(w io.Writer) error {
 			_, err := w.Write(body)
 			return err
 		})
-		body = buf.Bytes()
+		body = compressed.Bytes()
 	}
 	encoded()
 	if err != nil {
