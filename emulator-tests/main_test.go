@@ -45,6 +45,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(hostileReadersEnv); spec != "" {
+		os.Exit(runHostileReaders(spec))
+	}
 	os.Exit(testMain(m))
 }
 

@@ -1,6 +1,7 @@
 package emulatortests
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -8,6 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,16 +45,22 @@ var (
 //   - bystander: GET /v1/fleets/{cluster}/{namespace}/{name} alone, then
 //     while 8 hostile readers loop (the largest legal selector, the
 //     largest page, /metrics, a placement with the largest policy), and
-//     the ratio of their p99s;
+//     the ratio of their p99s. The hostile readers are a process of their
+//     own at the lowest priority (startHostileReaders), as clients on
+//     other machines: what they cost the instance is what it serves them;
 //   - overlimit: a selector one requirement past the limit, refused (400);
 //   - metrics: 8 scrapers of /metrics at once, and the computations of
 //     the fleets' figures per version of the view meanwhile.
 //
-// make bench runs it on emulators at the lowest priority (EMULATOR_NICE=19):
-// they stand for Firestore, which runs on Google's machines, not on the
-// instance's cores. At the default priority the Firestore emulator takes
-// most of this machine's 2 cores while syncs run back to back, and the
-// figures measure it more than the instance.
+// make bench runs it on emulators in the idle scheduling class
+// (EMULATOR_NICE=idle): they stand for Firestore, which runs on Google's
+// machines, not on the instance's cores. At the default priority the
+// Firestore emulator takes most of this machine's 2 cores while syncs run
+// back to back, and the figures measure it more than the instance; at
+// nice 19 it still makes its core look busy to the kernel, which then
+// wakes the bystander on the core of a heavy read. instance-cores-alone
+// and instance-cores-hostile are the cores the benchmark's process (the
+// instance and the bystander's client) used in each phase.
 func BenchmarkReaders(b *testing.B) {
 	for _, s := range strings.Split(*readersFleets, ",") {
 		var n int
@@ -154,7 +164,9 @@ func benchmarkReaders(b *testing.B, n int) {
 	reportSpread(b, "selector-p99", "ms", p99)
 
 	one := "/v1/fleets/c1/games/f00001"
+	cpu := cpuMeter()
 	_, alone := rounds(func() time.Duration { return get(one, http.StatusOK) })
+	b.ReportMetric(cpu(), "instance-cores-alone")
 	reportSpread(b, "bystander-alone-p99", "ms", alone)
 
 	terms := make([]string, fleetapi.MaxSelectorRequirements)
@@ -172,27 +184,22 @@ func benchmarkReaders(b *testing.B, n int) {
 		"/metrics",
 		"/v1/placements?count=100&" + url.Values{"policy": rules}.Encode(),
 	}
-	hctx, hstop := context.WithCancel(ctx)
-	var hostiles sync.WaitGroup
-	var hostileRequests atomic.Int64
-	for i := range 8 {
-		hostiles.Go(func() {
-			for hctx.Err() == nil {
-				getRaw(hostile[i%len(hostile)], http.StatusOK)
-				hostileRequests.Add(1)
-			}
-		})
+	hostiles := make([]string, 8)
+	for i := range hostiles {
+		hostiles[i] = hostile[i%len(hostile)]
 	}
+	readers := startHostileReaders(b, srv.URL, hostiles)
+	cpu = cpuMeter()
 	_, beside := rounds(func() time.Duration { return get(one, http.StatusOK) })
-	hstop()
-	hostiles.Wait()
+	b.ReportMetric(cpu(), "instance-cores-hostile")
+	hostileRequests := readers.stop(b)
 	reportSpread(b, "bystander-hostile-p99", "ms", beside)
 	ratios := make([]float64, len(alone))
 	for i := range alone {
 		ratios[i] = beside[i] / alone[i]
 	}
 	reportSpread(b, "bystander-ratio", "x", ratios)
-	b.ReportMetric(float64(hostileRequests.Load()), "hostile-requests")
+	b.ReportMetric(float64(hostileRequests), "hostile-requests")
 
 	over := "/v1/fleets?" + url.Values{"selector": {largest + ",!k99"}}.Encode()
 	_, refused := rounds(func() time.Duration { return get(over, http.StatusBadRequest) })
@@ -240,4 +247,115 @@ func benchmarkReaders(b *testing.B, n int) {
 
 	b.ReportMetric(float64(syncs.Load()-syncsBefore)/time.Since(started).Seconds(), "syncs/s")
 	b.ReportMetric(float64(n), "fleets")
+}
+
+// hostileReadersEnv, set in the environment of this test binary, makes it
+// the hostile readers' process (runHostileReaders) rather than the tests.
+const hostileReadersEnv = "FLEETCAST_HOSTILE_READERS"
+
+// hostileReaders is a process of readers who loop on expensive requests,
+// started by BenchmarkReaders: one per path, for as long as its standard
+// input stays open.
+type hostileReaders struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+// startHostileReaders starts this test binary again as the hostile readers
+// of base (one loop per path), in the idle scheduling class (chrt --idle):
+// they stand for clients on their own machines, as the emulators stand for
+// Firestore. In this process, or at the default priority, the readers'
+// own HTTP clients take the cores the instance shares with them, and the
+// bystander's figure measures them rather than the instance. Each of their
+// requests costs the instance what it would cost in production.
+func startHostileReaders(b *testing.B, base string, paths []string) *hostileReaders {
+	cmd := exec.Command("chrt", "--idle", "0", os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), hostileReadersEnv+"="+base+"\n"+strings.Join(paths, "\n"))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(b, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(b, err)
+	require.NoError(b, cmd.Start())
+	h := &hostileReaders{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	line, err := h.out.ReadString('\n') // "ready": every loop has sent its first request
+	require.NoError(b, err, "hostile readers did not start")
+	require.Equal(b, "ready\n", line)
+	return h
+}
+
+// stop ends the loops and returns how many requests they made.
+func (h *hostileReaders) stop(b *testing.B) int64 {
+	require.NoError(b, h.stdin.Close())
+	line, err := h.out.ReadString('\n')
+	require.NoError(b, err, "hostile readers: no count")
+	require.NoError(b, h.cmd.Wait(), "hostile readers failed")
+	n, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	require.NoError(b, err, line)
+	return n
+}
+
+// runHostileReaders is the hostile readers' process: spec is the base URL
+// and the paths, one per line. Each path gets a loop of requests asking
+// for gzip and reading the bytes without decompressing them, as a client
+// would on its own machine; any answer but 200 is fatal. It prints "ready"
+// once every loop has had an answer, stops when its standard input
+// closes, and prints how many requests the loops made.
+func runHostileReaders(spec string) int {
+	lines := strings.Split(spec, "\n")
+	base, paths := lines[0], lines[1:]
+	client := testhttp.New(&http.Transport{MaxIdleConnsPerHost: len(paths), DisableCompression: true})
+	ctx, stop := context.WithCancel(context.Background())
+	var requests atomic.Int64
+	var failOnce sync.Once
+	var failed error
+	fail := func(err error) {
+		if ctx.Err() == nil {
+			failOnce.Do(func() { failed = err })
+		}
+		stop()
+	}
+	var started, loops sync.WaitGroup
+	get := func(path string) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Accept-Encoding", "gzip")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", path, resp.Status)
+		}
+		return nil
+	}
+	for _, path := range paths {
+		started.Add(1)
+		loops.Go(func() {
+			err := get(path)
+			started.Done()
+			for ; err == nil; err = get(path) {
+				requests.Add(1)
+			}
+			fail(err)
+		})
+	}
+	started.Wait()
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the benchmark closes it
+	stop()
+	loops.Wait()
+	fmt.Println(requests.Load())
+	if failed != nil {
+		fmt.Fprintln(os.Stderr, "hostile readers:", failed)
+		return 1
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ package emulatortests
 import (
 	"math"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -48,4 +49,18 @@ func reportSpread(b *testing.B, name, unit string, v []float64) {
 	b.ReportMetric(quantile(v, 0.5), name+"-median-"+unit)
 	b.ReportMetric(v[0], name+"-min-"+unit)
 	b.ReportMetric(v[len(v)-1], name+"-max-"+unit)
+}
+
+// cpuMeter starts measuring the CPU time this process takes (user and
+// system); the function it returns gives the cores used on average since.
+func cpuMeter() func() float64 {
+	used := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			panic(err) // RUSAGE_SELF with a valid pointer cannot fail
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start, cpu0 := time.Now(), used()
+	return func() float64 { return float64(used()-cpu0) / float64(time.Since(start)) }
 }
