@@ -165,8 +165,9 @@ func benchmarkReaders(b *testing.B, n int) {
 
 	one := "/v1/fleets/c1/games/f00001"
 	cpu := cpuMeter()
-	_, alone := rounds(func() time.Duration { return get(one, http.StatusOK) })
+	aloneP50, alone := rounds(func() time.Duration { return get(one, http.StatusOK) })
 	b.ReportMetric(cpu(), "instance-cores-alone")
+	reportSpread(b, "bystander-alone-p50", "ms", aloneP50)
 	reportSpread(b, "bystander-alone-p99", "ms", alone)
 
 	terms := make([]string, fleetapi.MaxSelectorRequirements)
@@ -190,9 +191,10 @@ func benchmarkReaders(b *testing.B, n int) {
 	}
 	readers := startHostileReaders(b, srv.URL, hostiles)
 	cpu = cpuMeter()
-	_, beside := rounds(func() time.Duration { return get(one, http.StatusOK) })
+	besideP50, beside := rounds(func() time.Duration { return get(one, http.StatusOK) })
 	b.ReportMetric(cpu(), "instance-cores-hostile")
 	hostileRequests := readers.stop(b)
+	reportSpread(b, "bystander-hostile-p50", "ms", besideP50)
 	reportSpread(b, "bystander-hostile-p99", "ms", beside)
 	ratios := make([]float64, len(alone))
 	for i := range alone {

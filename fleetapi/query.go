@@ -46,12 +46,9 @@ const (
 // MaxSelectorRequirements before any work is done with it: one reader's
 // selector may cost that reader, never the others.
 func ParseSelector(s string) (labels.Selector, error) {
-	if len(s) > MaxSelectorBytes {
-		return nil, fmt.Errorf("%d bytes: a selector is at most %d bytes (MaxSelectorBytes)", len(s), MaxSelectorBytes)
-	}
-	// Counted before parsing, so that the parse itself is bounded.
-	if n := countRequirements(s); n > MaxSelectorRequirements {
-		return nil, fmt.Errorf("%d requirements: a selector has at most %d (MaxSelectorRequirements)", n, MaxSelectorRequirements)
+	// Bounded before parsing, so that the parse itself is bounded.
+	if err := boundSelector(s); err != nil {
+		return nil, err
 	}
 	sel, err := labels.Parse(s)
 	if err != nil {
@@ -61,6 +58,46 @@ func ParseSelector(s string) (labels.Selector, error) {
 		return nil, fmt.Errorf("%d requirements: a selector has at most %d (MaxSelectorRequirements)", len(reqs), MaxSelectorRequirements)
 	}
 	return compile(sel), nil
+}
+
+// boundSelector refuses a selector over MaxSelectorBytes or
+// MaxSelectorRequirements, from a scan of its bytes.
+func boundSelector(s string) error {
+	if len(s) > MaxSelectorBytes {
+		return fmt.Errorf("%d bytes: a selector is at most %d bytes (MaxSelectorBytes)", len(s), MaxSelectorBytes)
+	}
+	if n := countRequirements(s); n > MaxSelectorRequirements {
+		return fmt.Errorf("%d requirements: a selector has at most %d (MaxSelectorRequirements)", n, MaxSelectorRequirements)
+	}
+	return nil
+}
+
+// CheckBounds refuses the parameters of a list, a watch or a placement
+// whose selectors or policy are past the bounds ParseQuery and ParsePlace
+// enforce (MaxSelectorBytes, MaxSelectorRequirements, MaxPolicyRules),
+// with the error they would give, from a scan of their bytes: it parses
+// nothing. A server calls it before it waits for a heavy read's slot
+// (Service.Admit), so that such a request is refused at once, and parses
+// the rest in the slot: parsing the largest legal policy (MaxPolicyRules
+// selectors of MaxSelectorRequirements) is work in proportion to what the
+// caller asks, as its answer is, and is to delay no one else.
+func CheckBounds(v url.Values) error {
+	for _, s := range v["selector"] {
+		if err := boundSelector(s); err != nil {
+			return paramErr("selector", "%v", err)
+		}
+	}
+	rules := v["policy"]
+	if len(rules) > MaxPolicyRules {
+		return paramErr("policy", "%d rules: at most %d", len(rules), MaxPolicyRules)
+	}
+	for _, s := range rules {
+		sel, _, _ := strings.Cut(s, ":")
+		if err := boundSelector(sel); err != nil {
+			return paramErr("policy", "%q: the cluster selector: %v", s, err)
+		}
+	}
+	return nil
 }
 
 // countRequirements counts the commas of s outside parentheses (those

@@ -3,9 +3,11 @@ package fleetapi
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -80,3 +82,54 @@ func TestCompiledSelectorsMatchAsLabelsDoes(t *testing.T) {
 
 // other is a labels.Labels that is not a labels.Set.
 type other struct{ labels.Set }
+
+// TestCheckBoundsRefusesAsTheParsersDo: what CheckBounds refuses, from a
+// scan of the parameters, ParseQuery and ParsePlace refuse with the same
+// error; what is within the bounds it lets through to them.
+func TestCheckBoundsRefusesAsTheParsersDo(t *testing.T) {
+	terms := func(n int) string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("!k%02d", i)
+		}
+		return strings.Join(out, ",")
+	}
+	largest, over := terms(MaxSelectorRequirements), terms(MaxSelectorRequirements+1)
+	long := "k=" + strings.Repeat("v", MaxSelectorBytes)
+	rules := func(n int, rule string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = rule
+		}
+		return out
+	}
+	for name, c := range map[string]struct {
+		v       url.Values
+		refused bool
+	}{
+		"nothing":                    {url.Values{}, false},
+		"the largest selector":       {url.Values{"selector": {largest}}, false},
+		"a set's commas":             {url.Values{"selector": {"k in (" + terms(MaxSelectorRequirements+10) + ")"}}, false},
+		"the largest policy":         {url.Values{"policy": rules(MaxPolicyRules, largest+":0:5")}, false},
+		"a requirement too many":     {url.Values{"selector": {over}}, true},
+		"too many bytes":             {url.Values{"selector": {long}}, true},
+		"a rule too many":            {url.Values{"policy": rules(MaxPolicyRules+1, ":0")}, true},
+		"a rule's selector too big":  {url.Values{"policy": {":0", over + ":1:2"}}, true},
+		"a rule's selector too long": {url.Values{"policy": {long + ":1"}}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := CheckBounds(c.v)
+			if !c.refused {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			_, perr := ParsePlace(c.v)
+			assert.Equal(t, perr, err, "ParsePlace's error")
+			if _, policy := c.v["policy"]; !policy {
+				_, qerr := ParseQuery(c.v)
+				assert.Equal(t, qerr, err, "ParseQuery's error")
+			}
+		})
+	}
+}

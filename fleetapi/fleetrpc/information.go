@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/url"
 	"strconv"
 
 	"connectrpc.com/connect"
@@ -36,9 +37,10 @@ var fieldOf = map[string]string{
 	"resumeToken": "resume_token", "count": "count", "gameServers": "game_servers", "players": "players", "policy": "policy",
 }
 
-// informQuery turns an InformRequest into the query /v1/fleets would
-// parse, so that both validate alike.
-func informQuery(req *fleetcastv1.InformRequest) (fleetapi.Query, error) {
+// informValues turns an InformRequest into the parameters /v1/fleets
+// would parse, so that both validate alike, and checks their bounds
+// (fleetapi.CheckBounds); ParseQuery reads them once admitted.
+func informValues(req *fleetcastv1.InformRequest) (url.Values, error) {
 	v := fleetpb.FilterValues(req.GetFilter())
 	switch req.GetOrderBy() {
 	case fleetcastv1.OrderBy_ORDER_BY_UNSPECIFIED:
@@ -47,7 +49,7 @@ func informQuery(req *fleetcastv1.InformRequest) (fleetapi.Query, error) {
 	case fleetcastv1.OrderBy_ORDER_BY_AVAILABLE:
 		v.Set("orderBy", fleetapi.OrderByAvailable)
 	default:
-		return fleetapi.Query{}, &fleetapi.Error{Code: fleetapi.InvalidArgument, Param: "orderBy", Message: "not an OrderBy value"}
+		return nil, &fleetapi.Error{Code: fleetapi.InvalidArgument, Param: "orderBy", Message: "not an OrderBy value"}
 	}
 	if req.GetPageSize() != 0 {
 		v.Set("pageSize", strconv.Itoa(int(req.GetPageSize())))
@@ -55,7 +57,7 @@ func informQuery(req *fleetcastv1.InformRequest) (fleetapi.Query, error) {
 	if req.GetPageToken() != "" {
 		v.Set("pageToken", req.GetPageToken())
 	}
-	return fleetapi.ParseQuery(v)
+	return v, fleetapi.CheckBounds(v)
 }
 
 // fail maps the read model's errors to Connect codes, logging faults as
@@ -102,7 +104,7 @@ var connectCode = map[fleetapi.Code]connect.Code{
 
 // Inform answers the live fleets matching the request, as /v1/fleets.
 func (s *information) Inform(ctx context.Context, req *connect.Request[fleetcastv1.InformRequest]) (*connect.Response[fleetcastv1.InformResponse], error) {
-	q, err := informQuery(req.Msg)
+	v, err := informValues(req.Msg)
 	if err != nil {
 		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
@@ -111,6 +113,11 @@ func (s *information) Inform(ctx context.Context, req *connect.Request[fleetcast
 		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
 	defer release()
+	// Parsed in the slot, as /v1/fleets does (fleetapi.CheckBounds).
+	q, err := fleetapi.ParseQuery(v)
+	if err != nil {
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
+	}
 	l, err := s.svc.ListFleets(ctx, q)
 	if err != nil {
 		return nil, s.fail(ctx, req.Spec().Procedure, err)
@@ -227,8 +234,8 @@ func (s *information) LabelValues(ctx context.Context, req *connect.Request[flee
 
 // Place answers where a match can go now, as /v1/placements.
 func (s *information) Place(ctx context.Context, req *connect.Request[fleetcastv1.PlaceRequest]) (*connect.Response[fleetcastv1.PlaceResponse], error) {
-	r, err := fleetapi.ParsePlace(fleetpb.PlaceValues(req.Msg))
-	if err != nil {
+	v := fleetpb.PlaceValues(req.Msg)
+	if err := fleetapi.CheckBounds(v); err != nil {
 		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
 	release, err := s.svc.Admit(ctx)
@@ -236,6 +243,11 @@ func (s *information) Place(ctx context.Context, req *connect.Request[fleetcastv
 		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
 	defer release()
+	// Parsed in the slot, as /v1/placements does (fleetapi.CheckBounds).
+	r, err := fleetapi.ParsePlace(v)
+	if err != nil {
+		return nil, s.fail(ctx, req.Spec().Procedure, err)
+	}
 	p, err := s.svc.Place(ctx, r)
 	if err != nil {
 		return nil, s.fail(ctx, req.Spec().Procedure, err)

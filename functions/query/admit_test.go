@@ -2,8 +2,10 @@ package query_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +75,29 @@ func TestHeavyReadsTakeTurns(t *testing.T) {
 		}
 		_, err := client.GetFleet(t.Context(), connect.NewRequest(&fleetcastv1.GetFleetRequest{ClusterName: "pc", Namespace: "games", FleetName: "f1"}))
 		assert.NoError(t, err, "%s GetFleet while the heavy slot is taken", name)
+	}
+
+	// A selector or a policy past the bounds is refused at once: only
+	// the parse of one within them waits for the slot.
+	terms := make([]string, fleetapi.MaxSelectorRequirements+1)
+	for i := range terms {
+		terms[i] = fmt.Sprintf("!k%02d", i)
+	}
+	over := strings.Join(terms, ",")
+	for _, path := range []string{
+		"/v1/fleets?" + url.Values{"selector": {over}}.Encode(),
+		"/v1/placements?" + url.Values{"selector": {over}}.Encode(),
+		"/v1/placements?" + url.Values{"policy": {over + ":0"}}.Encode(),
+	} {
+		status, msg := getStatus(t, srv.URL+path, true)
+		assert.Equal(t, http.StatusBadRequest, status, "%s while the heavy slot is taken", path)
+		assert.Contains(t, msg, "MaxSelectorRequirements", path)
+	}
+	for name, client := range clients(srv) {
+		_, err := client.Inform(t.Context(), connect.NewRequest(&fleetcastv1.InformRequest{Filter: &fleetcastv1.FleetFilter{Selector: over}}))
+		assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%s Inform: %v", name, err)
+		_, err = client.Place(t.Context(), connect.NewRequest(&fleetcastv1.PlaceRequest{Policy: []*fleetcastv1.PlacementRule{{ClusterSelector: over}}}))
+		assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%s Place: %v", name, err)
 	}
 
 	release()

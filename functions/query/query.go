@@ -136,19 +136,26 @@ func (h *Handler) get(e endpoint, weight cost) http.HandlerFunc {
 		if !h.readOnly(w, r) {
 			return
 		}
-		key, answer, err := e(r)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
 		release := func() {}
 		if weight == heavy {
-			if release, err = h.svc.Admit(r.Context()); err != nil {
+			// A request past the bounds is refused at once; the parse
+			// of one within them is part of its heavy work, done in the
+			// slot (fleetapi.CheckBounds).
+			err := fleetapi.CheckBounds(r.URL.Query())
+			if err == nil {
+				release, err = h.svc.Admit(r.Context())
+			}
+			if err != nil {
 				h.fail(w, r, err)
 				return
 			}
 		}
 		defer func() { release() }()
+		key, answer, err := e(r)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
 		gz := acceptsGzip(r)
 		var etag string
 		var v any
@@ -198,8 +205,8 @@ func (h *Handler) place(w http.ResponseWriter, r *http.Request) {
 	if !h.readOnly(w, r) {
 		return
 	}
-	req, err := fleetapi.ParsePlace(r.URL.Query())
-	if err != nil {
+	v := r.URL.Query()
+	if err := fleetapi.CheckBounds(v); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -208,7 +215,12 @@ func (h *Handler) place(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	p, err := h.svc.Place(r.Context(), req)
+	// Parsed in the slot: the largest legal policy is 30 selectors.
+	req, err := fleetapi.ParsePlace(v)
+	var p fleetapi.Placements
+	if err == nil {
+		p, err = h.svc.Place(r.Context(), req)
+	}
 	if err != nil {
 		release()
 		h.fail(w, r, err)
