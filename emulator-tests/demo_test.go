@@ -2,6 +2,7 @@ package emulatortests
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,21 +14,27 @@ import (
 	"github.com/fleetcast/fleetcast/internal/demo"
 	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/proc"
 	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
 	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // TestDemoRunsThePipeline runs make demo's program briefly: it checks by
 // itself, at the end, that fleets of all three clusters reached Firestore
-// and the query API; here the API is also asked while it runs.
+// and the query API; here the API is also asked while it runs, and every
+// shell example of the docs and of the CLI's help runs against it, as a
+// reader who just ran make demo would run them (docExamples).
 func TestDemoRunsThePipeline(t *testing.T) {
 	controlplane.Require(t, cp, cpErr) // the binaries; the demo starts its own
 	emulator.Host(t, emulator.FirestoreHostEnv)
 	emulator.Host(t, emulator.PubSubHostEnv)
+	bin := filepath.Join(t.TempDir(), "fleetcast")
+	require.NoError(t, proc.Build(t.Context(), "", "github.com/fleetcast/fleetcast/cmd/fleetcast", bin))
+	examples := append(docExamples(t, ".."), helpExamples(t, bin)...)
 	var out syncbuf.Buffer
 	var queryURL, page string
 	err := demo.Run(t.Context(), demo.Options{
-		Duration:  25 * time.Second,
+		Duration:  50 * time.Second,
 		Out:       &out,
 		ModuleDir: "..",
 		Ready: func(url string) {
@@ -37,6 +44,19 @@ func TestDemoRunsThePipeline(t *testing.T) {
 				page = resp.Header.Get("Content-Type")
 				resp.Body.Close()
 			}
+			// Once every cluster's fleets are served.
+			require.Eventually(t, func() bool {
+				var l fleetapi.FleetList
+				if getJSONTest(url+"/v1/fleets?pageSize=1000", &l) != nil {
+					return false
+				}
+				clusters := map[string]bool{}
+				for _, f := range l.Items {
+					clusters[f.Cluster] = true
+				}
+				return len(clusters) == len(demo.Clusters)
+			}, 30*time.Second, 200*time.Millisecond, "the demo's fleets of every cluster")
+			runExamples(t, bin, url, examples)
 		},
 	})
 	require.NoError(t, err, "demo output:\n%s", out.String())

@@ -31,6 +31,7 @@ import (
 	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/schemas"
+	"github.com/fleetcast/fleetcast/version"
 )
 
 // api is the query API served in-process over a fresh Firestore project,
@@ -388,6 +389,9 @@ func TestQueryEndpoints(t *testing.T) {
 	assert.Equal(t, "1.41", lv.Values[1].Value)
 	lv = decode[labelValues](t, a.get("/v1/labels/app.kubernetes.io%2Fversion?includeStale=true"))
 	assert.Equal(t, int64(3), lv.Values[0].Fleets)
+
+	v := decode[version.Info](t, a.get("/v1/version"))
+	assert.Equal(t, version.Get(query.Program), v, "the instance's build")
 }
 
 func TestQueryETagsAndGzip(t *testing.T) {
@@ -439,6 +443,7 @@ func TestQueryBadInput(t *testing.T) {
 		{"/v1/fleets/PC/games/ranked", "cluster"},
 		{"/v1/clusters/PC", "cluster"},
 		{"/v1/clusters?x=1", "x"},
+		{"/v1/version?x=1", "x"},
 		{"/v1/labels/bad%20key", "key"},
 		{"/v1/labels/app.kubernetes.io%2Fversion?includeStale=1", "includeStale"},
 	}

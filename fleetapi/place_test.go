@@ -208,7 +208,7 @@ func TestPlaceSaysWhyNothingQualifies(t *testing.T) {
 	assert.Zero(t, p.Eligible)
 	assert.Equal(t, "default", p.PolicySource)
 	assert.Equal(t, []LeftOut{
-		{Reason: FilteredOut, Fleets: 1, Clusters: []string{"us"}, ClusterCount: 1, Message: "1 fleet do not match the filter"},
+		{Reason: FilteredOut, Fleets: 1, Clusters: []string{"us"}, ClusterCount: 1, Message: "1 fleet does not match the filter"},
 		{Reason: StaleCluster, Fleets: 1, Clusters: []string{"ap"}, ClusterCount: 1, Message: "1 fleet of stale clusters (ap): no heartbeat for 1m30s"},
 		{Reason: NotInPolicy, Fleets: 1, Clusters: []string{"us"}, ClusterCount: 1, Message: "1 fleet of clusters the policy gives no rule or weight 0 (us)"},
 		{Reason: TooLittleCapacity, Fleets: 2, Clusters: []string{"eu-1", "eu-2"}, ClusterCount: 2, Message: "2 fleets have less than the match needs (3 available in counter rooms)"},

@@ -398,15 +398,19 @@ func (r *Ranking[T]) Result(need Need, staleText string) ([]Candidate[T], []Left
 
 func leftOutMessage(l LeftOut, need Need, staleText string) string {
 	fleets := fmt.Sprintf("%d fleet%s", l.Fleets, plural(int64(l.Fleets)))
+	do, have := "do", "have"
+	if l.Fleets == 1 {
+		do, have = "does", "has"
+	}
 	switch l.Reason {
 	case FilteredOut:
-		return fleets + " do not match the filter"
+		return fmt.Sprintf("%s %s not match the filter", fleets, do)
 	case StaleCluster:
 		return fmt.Sprintf("%s of stale clusters (%s): %s", fleets, strings.Join(l.Clusters, ", "), staleText)
 	case NotInPolicy:
 		return fmt.Sprintf("%s of clusters the policy gives no rule or weight 0 (%s)", fleets, strings.Join(l.Clusters, ", "))
 	}
-	return fmt.Sprintf("%s have less than the match needs (%s)", fleets, need)
+	return fmt.Sprintf("%s %s less than the match needs (%s)", fleets, have, need)
 }
 
 // ranked is a max-heap of candidates: its top is the worst kept.

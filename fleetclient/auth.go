@@ -66,9 +66,53 @@ type credentialsFile struct {
 	SourceCredentials              json.RawMessage `json:"source_credentials"`
 }
 
+// CredentialsError is a failure of the credentials themselves: none
+// found, a file that is not credentials, credentials that cannot get an ID
+// token, or a token Google's endpoints refuse them (an expired or revoked
+// login, a deleted key, a missing role to impersonate). A token endpoint
+// that cannot be reached is not one. ErrorOf makes it PermissionDenied;
+// the CLI exits 5.
+type CredentialsError struct{ Err error }
+
+func (e *CredentialsError) Error() string { return e.Err.Error() }
+func (e *CredentialsError) Unwrap() error { return e.Err }
+
 // TokenSource returns a source of ID tokens for audience (the function's
-// URL).
+// URL). Its errors, and its tokens' refusals, are *CredentialsError.
 func (a Auth) TokenSource(ctx context.Context, audience string) (oauth2.TokenSource, error) {
+	ts, err := a.tokenSource(ctx, audience)
+	if err != nil {
+		return nil, &CredentialsError{err}
+	}
+	return refusals{ts}, nil
+}
+
+// refusals makes a token source's refusals CredentialsErrors.
+type refusals struct{ oauth2.TokenSource }
+
+func (r refusals) Token() (*oauth2.Token, error) {
+	t, err := r.TokenSource.Token()
+	if err != nil && refused(err) {
+		return nil, &CredentialsError{err}
+	}
+	return t, err
+}
+
+// refused reports whether a token endpoint answered err: a 4xx of OAuth's
+// (oauth2.RetrieveError), of a user's login refreshed (httpStatusError)
+// or of the IAM Credentials API, whose error Google's impersonate package
+// does not wrap (it says "impersonate: status code 403: …").
+func refused(err error) bool {
+	if _, ok := errors.AsType[*oauth2.RetrieveError](err); ok {
+		return true
+	}
+	if e, ok := errors.AsType[*httpStatusError](err); ok {
+		return e.code/100 == 4
+	}
+	return strings.Contains(err.Error(), "impersonate: status code 4")
+}
+
+func (a Auth) tokenSource(ctx context.Context, audience string) (oauth2.TokenSource, error) {
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, a.client())
 	raw := a.CredentialsJSON
 	if len(raw) == 0 {
@@ -231,10 +275,18 @@ func doJSON(hc *http.Client, req *http.Request, v any) error {
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return &httpStatusError{code: resp.StatusCode, msg: fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(body)))}
 	}
 	return json.Unmarshal(body, v)
 }
+
+// httpStatusError is an endpoint's answer other than 2xx.
+type httpStatusError struct {
+	code int
+	msg  string
+}
+
+func (e *httpStatusError) Error() string { return e.msg }
 
 // idTokenOf wraps an ID token, expiring a minute before its exp claim.
 func idTokenOf(tok string) (*oauth2.Token, error) {

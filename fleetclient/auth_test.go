@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -187,6 +188,9 @@ func TestIDTokensFromEveryKindOfCredentials(t *testing.T) {
 		aud, email  string
 		calls       []string
 		errContains string
+		// unavailable: the error is not the credentials' (a
+		// CredentialsError) but the network's.
+		unavailable bool
 	}{
 		{name: "a user's login", auth: fleetclient.Auth{CredentialsJSON: userJSON},
 			aud: "gcloud-client", email: "ada@example.com", calls: []string{"refresh user-refresh-token"}},
@@ -210,6 +214,10 @@ func TestIDTokensFromEveryKindOfCredentials(t *testing.T) {
 			errContains: "the credentials need roles/iam.serviceAccountOpenIdTokenCreator on it"},
 		{name: "a revoked login", auth: fleetclient.Auth{CredentialsJSON: []byte(strings.Replace(string(userJSON), "user-refresh-token", "revoked", 1))},
 			errContains: "gcloud auth application-default login again?"},
+		{name: "not credentials", auth: fleetclient.Auth{CredentialsJSON: []byte(`{"type": "a poem"}`)},
+			errContains: `credentials of type "a poem" cannot get an ID token`},
+		{name: "the token endpoint unreachable", auth: fleetclient.Auth{CredentialsJSON: []byte(strings.Replace(string(userJSON), is.URL, unreachable(t), 1))},
+			errContains: "connection refused", unavailable: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,6 +230,8 @@ func TestIDTokensFromEveryKindOfCredentials(t *testing.T) {
 			if tt.errContains != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.errContains)
+				_, isCreds := errors.AsType[*fleetclient.CredentialsError](err)
+				assert.Equal(t, !tt.unavailable, isCreds, "a CredentialsError: %v", err)
 				is.took()
 				return
 			}
@@ -325,4 +335,13 @@ func TestTheClientSendsTheIDToken(t *testing.T) {
 	}
 	assert.False(t, fleetclient.IsLoopback("example.com"))
 	assert.Empty(t, is.took(), "and no token was minted for them")
+}
+
+// unreachable is a URL where nothing listens.
+func unreachable(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	u := "http://" + l.Addr().String()
+	require.NoError(t, l.Close())
+	return u
 }

@@ -2,8 +2,10 @@ package fleetclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +20,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi/fleetpb"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
+	"github.com/fleetcast/fleetcast/version"
 )
 
 // Client calls the query API's InformationService (over Connect unless
@@ -26,7 +29,9 @@ import (
 // through the read model, they ask of the API through it, and a watch of
 // the same client follows the same service's stream.
 type Client struct {
-	rpc fleetcastv1connect.InformationServiceClient
+	rpc  fleetcastv1connect.InformationServiceClient
+	http *http.Client
+	base string
 }
 
 var _ fleetapi.API = (*Client)(nil)
@@ -61,7 +66,7 @@ func New(httpClient *http.Client, baseURL string, opts ...Option) (*Client, erro
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Client{rpc: fleetcastv1connect.NewInformationServiceClient(httpClient, base, o.connect...)}, nil
+	return &Client{rpc: fleetcastv1connect.NewInformationServiceClient(httpClient, base, o.connect...), http: httpClient, base: base}, nil
 }
 
 // InformationService is the generated client the Client calls, for what
@@ -155,6 +160,9 @@ func (t *originOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 func ErrorOf(err error) error {
 	if err == nil {
 		return nil
+	}
+	if _, ok := errors.AsType[*CredentialsError](err); ok {
+		return &fleetapi.Error{Code: fleetapi.PermissionDenied, Message: "credentials", Err: err}
 	}
 	ce, ok := errors.AsType[*connect.Error](err)
 	if !ok {
@@ -274,4 +282,52 @@ func (c *Client) Place(ctx context.Context, req fleetapi.PlaceRequest) (fleetapi
 		return fleetapi.Placements{}, ErrorOf(err)
 	}
 	return fleetpb.FromPlacements(resp.Msg), nil
+}
+
+// ServerVersion returns the query API's build (GET /v1/version). An API
+// older than that path is NotFound.
+func (c *Client) ServerVersion(ctx context.Context) (version.Info, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/version", nil)
+	if err != nil {
+		return version.Info{}, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if _, ok := errors.AsType[*CredentialsError](err); ok {
+			return version.Info{}, ErrorOf(err)
+		}
+		return version.Info{}, &fleetapi.Error{Code: fleetapi.Unavailable, Message: "the query API", Err: err}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return version.Info{}, &fleetapi.Error{Code: fleetapi.Unavailable, Message: "the query API", Err: err}
+	}
+	if resp.StatusCode != http.StatusOK {
+		code, ok := httpCode[resp.StatusCode]
+		if !ok {
+			code = fleetapi.Internal
+		}
+		msg := fmt.Sprintf("GET /v1/version: %s", resp.Status)
+		if resp.StatusCode == http.StatusNotFound {
+			msg += " (a query API older than this client does not say its version)"
+		}
+		return version.Info{}, &fleetapi.Error{Code: code, Message: msg}
+	}
+	var v version.Info
+	if err := json.Unmarshal(body, &v); err != nil {
+		return version.Info{}, &fleetapi.Error{Code: fleetapi.Internal, Message: "GET /v1/version: not a version", Err: err}
+	}
+	return v, nil
+}
+
+// httpCode maps the query API's HTTP statuses to the read model's codes.
+var httpCode = map[int]fleetapi.Code{
+	http.StatusBadRequest:         fleetapi.InvalidArgument,
+	http.StatusUnauthorized:       fleetapi.PermissionDenied,
+	http.StatusForbidden:          fleetapi.PermissionDenied,
+	http.StatusNotFound:           fleetapi.NotFound,
+	http.StatusTooManyRequests:    fleetapi.ResourceExhausted,
+	http.StatusServiceUnavailable: fleetapi.Unavailable,
+	http.StatusGatewayTimeout:     fleetapi.Unavailable,
 }

@@ -37,10 +37,11 @@ func TestChartNames(t *testing.T) {
 	gke := []string{"testdata/chart-values-gke.yaml"}
 	m, _ := mustRenderChart(t, "fleetcast", gke, "fullnameOverride=fc-beta", "serviceAccount.name=")
 	for _, key := range []string{"Deployment/fleetcast/fc-beta", "ConfigMap/fleetcast/fc-beta", "ClusterRole//fc-beta", "ClusterRoleBinding//fc-beta",
-		"Role/fleetcast/fc-beta", "RoleBinding/fleetcast/fc-beta", "PodDisruptionBudget/fleetcast/fc-beta", "ServiceAccount/fleetcast/fc-beta"} {
+		"Role/fleetcast/fc-beta", "RoleBinding/fleetcast/fc-beta", "PodDisruptionBudget/fleetcast/fc-beta", "ServiceAccount/fleetcast/fc-beta",
+		"Pod/fleetcast/fc-beta-check", "Service/fleetcast/fc-beta-check"} {
 		assert.Contains(t, m, key)
 	}
-	assert.Len(t, m, 8, "every object renamed: %v", m.keys())
+	assert.Len(t, m, 10, "every object renamed: %v", m.keys())
 	spec := podSpec(t, m, "Deployment/fleetcast/fc-beta")
 	assert.Equal(t, "fc-beta", spec["serviceAccountName"], "an empty serviceAccount.name follows the objects' name")
 	from := spec["containers"].([]any)[0].(map[string]any)["envFrom"].([]any)[0].(map[string]any)

@@ -32,6 +32,7 @@ import (
 	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/internal/testenv/kubetest"
 	"github.com/fleetcast/fleetcast/internal/testenv/proc"
+	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/publisher"
 )
 
@@ -64,6 +65,18 @@ func parseManifests(tb testing.TB, text []byte) manifests {
 		require.NotContains(tb, out, key, "rendered twice")
 		out[key] = u
 	}
+}
+
+// installed are the objects helm install creates: all but the hooks
+// (helm test's pod and Service).
+func (m manifests) installed() manifests {
+	out := manifests{}
+	for k, obj := range m {
+		if obj.GetAnnotations()["helm.sh/hook"] == "" {
+			out[k] = obj
+		}
+	}
+	return out
 }
 
 func (m manifests) keys() []string {
@@ -243,14 +256,22 @@ func TestChartRefusesBadValues(t *testing.T) {
 	}
 	_, _, err := renderChart(t, "fleetcast", gke, "leaderElection.enabled=false", "replicas=1")
 	assert.NoError(t, err, "one replica without election is a valid setup")
+	// Every level the publisher reads (logging.ParseLevel), in any case.
+	for _, level := range []string{"debug", "DEBUG", "Info", "warn", "WARNING", "error"} {
+		_, _, err := renderChart(t, "fleetcast", gke, "logLevel="+level)
+		assert.NoError(t, err, "logLevel=%s", level)
+		_, err = logging.ParseLevel(level)
+		assert.NoError(t, err, "the publisher reads logLevel=%s", level)
+	}
 }
 
 func TestChartTemplatesGKE(t *testing.T) {
 	m, _ := mustRenderChart(t, "fleetcast", []string{"testdata/chart-values-gke.yaml"})
 	assert.Equal(t, []string{
 		"ClusterRole//fleetcast-publisher", "ClusterRoleBinding//fleetcast-publisher", "ConfigMap/fleetcast/fleetcast-publisher",
-		"Deployment/fleetcast/fleetcast-publisher", "PodDisruptionBudget/fleetcast/fleetcast-publisher", "Role/fleetcast/fleetcast-publisher",
-		"RoleBinding/fleetcast/fleetcast-publisher", "ServiceAccount/fleetcast/fleetcast-publisher",
+		"Deployment/fleetcast/fleetcast-publisher", "Pod/fleetcast/fleetcast-publisher-check", "PodDisruptionBudget/fleetcast/fleetcast-publisher",
+		"Role/fleetcast/fleetcast-publisher", "RoleBinding/fleetcast/fleetcast-publisher",
+		"Service/fleetcast/fleetcast-publisher-check", "ServiceAccount/fleetcast/fleetcast-publisher",
 	}, m.keys())
 	sa := m["ServiceAccount/fleetcast/fleetcast-publisher"]
 	assert.Equal(t, "fleetcast-publisher@my-project.iam.gserviceaccount.com", sa.GetAnnotations()["iam.gke.io/gcp-service-account"])
@@ -312,10 +333,12 @@ func TestChartTemplatesWorkloadIdentityFederation(t *testing.T) {
 	m, _ := mustRenderChart(t, "fleetcast", []string{"testdata/chart-values-wif.yaml"})
 	assert.Equal(t, []string{
 		"ConfigMap/fleetcast/fleetcast-publisher", "ConfigMap/fleetcast/fleetcast-publisher-google-credentials",
-		"Deployment/fleetcast/fleetcast-publisher", "PodDisruptionBudget/fleetcast/fleetcast-publisher", "PodMonitoring/fleetcast/fleetcast-publisher",
+		"Deployment/fleetcast/fleetcast-publisher", "Pod/fleetcast/fleetcast-publisher-check", "PodDisruptionBudget/fleetcast/fleetcast-publisher",
+		"PodMonitoring/fleetcast/fleetcast-publisher",
 		"Role/beta/fleetcast-publisher-read", "Role/fleetcast/fleetcast-publisher", "Role/games/fleetcast-publisher-read",
 		"RoleBinding/beta/fleetcast-publisher-read", "RoleBinding/fleetcast/fleetcast-publisher", "RoleBinding/games/fleetcast-publisher-read",
-		"Service/fleetcast/fleetcast-publisher-metrics", "ServiceAccount/fleetcast/fleetcast-publisher", "ServiceMonitor/fleetcast/fleetcast-publisher",
+		"Service/fleetcast/fleetcast-publisher-check", "Service/fleetcast/fleetcast-publisher-metrics", "ServiceAccount/fleetcast/fleetcast-publisher",
+		"ServiceMonitor/fleetcast/fleetcast-publisher",
 	}, m.keys())
 	assert.Empty(t, m["ServiceAccount/fleetcast/fleetcast-publisher"].GetAnnotations(), "no GKE annotation")
 	c := container(t, m)
@@ -432,7 +455,7 @@ func TestChartAndKustomizeAgree(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	kust := parseManifests(t, out)
 	delete(kust, "Namespace//fleetcast") // helm install --create-namespace
-	require.Equal(t, kust.keys(), chart.keys())
+	require.Equal(t, kust.keys(), chart.installed().keys())
 	for _, key := range kust.keys() {
 		if kust[key].GetKind() == "ConfigMap" {
 			continue // compared as the configuration it gives, below
@@ -456,12 +479,12 @@ func TestChartInstallsAndRuns(t *testing.T) {
 	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: release}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	rendered, text := mustRenderChart(t, release, []string{"testdata/chart-values-gke.yaml"}, "cluster=helm-run", "namespaces={"+e.Name+"}")
+	rendered, _ := mustRenderChart(t, release, []string{"testdata/chart-values-gke.yaml"}, "cluster=helm-run", "namespaces={"+e.Name+"}")
 	file := filepath.Join(t.TempDir(), "rendered.yaml")
-	require.NoError(t, os.WriteFile(file, text, 0o600))
+	require.NoError(t, os.WriteFile(file, rendered.installed().yaml(t), 0o600))
 	out, err := c.Kubectl(ctx, "apply", "--server-side", "--dry-run=server", "-f", file)
 	require.NoError(t, err)
-	for _, key := range rendered.keys() {
+	for _, key := range rendered.installed().keys() {
 		obj := rendered[key]
 		kind := strings.ToLower(obj.GetKind())
 		if group := obj.GroupVersionKind().Group; group != "" {
@@ -478,7 +501,9 @@ func TestChartInstallsAndRuns(t *testing.T) {
 	sa := c.RESTConfigWithToken(tok.Status.Token)
 
 	cfg := configOf(t, rendered, "fleetcast-publisher-0")
-	cfg.MetricsAddr = "" // the test's port is not the pod's
+	port, err := proc.FreePort()
+	require.NoError(t, err)
+	cfg.MetricsAddr = "127.0.0.1:" + port // the test's port is not the pod's
 	rec := newRecorder()
 	kubetest.StartPublisher(t, cfg, sa, rec)
 	e.CreateFleet(e.Name, "charted", nil)
@@ -490,6 +515,69 @@ func TestChartInstallsAndRuns(t *testing.T) {
 	})
 	assert.Equal(t, "Buffer", s.Autoscalers[0].Policy.Type)
 
+	helmTestPasses(t, rendered, release, port)
+
 	_, err = dynamic.NewForConfigOrDie(sa).Resource(publisher.FleetGVR).Namespace("default").List(ctx, metav1.ListOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "fleets outside the watched namespaces: %v", err)
+}
+
+// checkArgs are the arguments of the helm test's pod (fleetcast-publisher
+// check), without its --endpoint, which names the cluster's Service.
+func checkArgs(tb testing.TB, m manifests, ns string) []string {
+	tb.Helper()
+	pod := m["Pod/"+ns+"/fleetcast-publisher-check"]
+	require.NotNil(tb, pod, "the helm test's pod")
+	assert.Equal(tb, "test", pod.GetAnnotations()["helm.sh/hook"])
+	cs, _, err := unstructured.NestedSlice(pod.Object, "spec", "containers")
+	require.NoError(tb, err)
+	require.Len(tb, cs, 1)
+	var args []string
+	for _, a := range cs[0].(map[string]any)["args"].([]any) {
+		if s := a.(string); !strings.HasPrefix(s, "--endpoint=") {
+			args = append(args, s)
+		} else {
+			assert.Equal(tb, "--endpoint=fleetcast-publisher-check."+ns+".svc:8080", s, "the headless Service, at the metrics port")
+		}
+	}
+	require.Equal(tb, "check", args[0])
+	return args
+}
+
+// runChecked runs the publisher's binary with args; it returns its
+// output, standard error included.
+func runChecked(ctx context.Context, bin string, args []string) (string, error) {
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	return string(out), err
+}
+
+// yaml is the objects as one multi-document YAML, in keys' order.
+func (m manifests) yaml(tb testing.TB) []byte {
+	tb.Helper()
+	var out []byte
+	for _, k := range m.keys() {
+		b, err := yaml.Marshal(m[k].Object)
+		require.NoError(tb, err)
+		out = append(append(out, "---\n"...), b...)
+	}
+	return out
+}
+
+// helmTestPasses runs what helm test's pod runs (templates/tests/check.yaml)
+// against the publisher serving its metrics on port: its one replica
+// leads, is ready, snapshots and publishes. Where no replica answers, the
+// check says so and fails.
+func helmTestPasses(t *testing.T, rendered manifests, release, port string) {
+	args := checkArgs(t, rendered, release)
+	bin, err := publisherBinary()
+	require.NoError(t, err)
+	out, err := runChecked(t.Context(), bin, append(args, "--endpoint=127.0.0.1:"+port, "--wait=60s"))
+	require.NoError(t, err, "%s", out)
+	assert.Regexp(t, `(?m)^127\.0\.0\.1:\d+: leader, term \d+, ready, last snapshot \S+, [1-9]\d* published, 0 failed$`, out)
+	assert.Contains(t, out, "check: publishing (1 replicas)")
+	closed, err := proc.FreePort()
+	require.NoError(t, err)
+	out, err = runChecked(t.Context(), bin, append(args, "--endpoint=127.0.0.1:"+closed, "--wait=1s"))
+	require.Error(t, err)
+	assert.Contains(t, out, "check: the cluster is not being published")
+	assert.Contains(t, out, "does not answer")
 }

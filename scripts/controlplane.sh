@@ -24,7 +24,7 @@ build_one() {
   if [[ -x $out ]]; then
     return
   fi
-  log "building $name into $out (once per machine; kube-apiserver takes ~6-9 min and ~2 GB on 2 cores)"
+  log "building $name into $out (once per machine; kube-apiserver takes ~5-10 min and ~2 GB on 2 cores)"
   mkdir -p "$(dirname "$out")"
   tmp=$out.tmp.$$
   (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$tmp" "$pkg")

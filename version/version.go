@@ -68,8 +68,27 @@ func commitOf(settings []debug.BuildSetting) string {
 // String is how every program prints its version: the program's name, the
 // version, the commit, the Go version and the platform, e.g.
 // "fleetcast v1.2.3 (commit 0123abc, go1.26.6, linux/amd64)".
-func String(program string) string {
-	return fmt.Sprintf("%s %s (commit %s, %s, %s/%s)", program, Version(), Commit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+func String(program string) string { return Get(program).String() }
+
+// Info is a program's version, as kubectl version's -o json says a
+// client's and a server's: what GET /v1/version answers, and fleetcast
+// version -o json|yaml prints.
+type Info struct {
+	Program   string `json:"program"`
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
+// Get returns this build's Info for program.
+func Get(program string) Info {
+	return Info{Program: program, Version: Version(), Commit: Commit(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+}
+
+// String is i as String prints a program's version.
+func (i Info) String() string {
+	return fmt.Sprintf("%s %s (commit %s, %s, %s)", i.Program, i.Version, i.Commit, i.GoVersion, i.Platform)
 }
 
 // StampFile is the Go source of the file the source zip's builder adds to

@@ -33,6 +33,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, version.String("fleetcast-publisher"))
 		return nil
 	}
+	if len(args) > 0 && args[0] == "check" {
+		return runCheck(ctx, args[1:], stdout, stderr)
+	}
 	cfg, printConfig, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		return err

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetclient"
@@ -53,9 +55,15 @@ func message(err error, g *global) string {
 		if g.api != "" {
 			where = g.api
 		}
-		return fmt.Sprintf("%s (no answer from %s within --request-timeout %s: check it is reachable, then retry or raise --request-timeout)",
-			msg, where, g.requestTimeout)
+		if _, ok := errors.AsType[timedOut](err); ok || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Sprintf("%s (no answer from %s within --request-timeout %s: check it is reachable, then retry or raise --request-timeout)",
+				msg, where, g.requestTimeout)
+		}
+		return fmt.Sprintf("%s (%s cannot answer now: check it is reachable, then retry)", msg, where)
 	case exitPermission:
+		if strings.Contains(msg, "gcloud auth application-default login") {
+			return msg // says what to do already
+		}
 		return msg + " (check the credentials: gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS)"
 	}
 	return msg
@@ -80,10 +88,14 @@ func flagError(err error) error {
 }
 
 // apiError is a failure to set up the --api client: a bad URL is bad
-// input; credentials that cannot get an ID token are not.
+// input; credentials that cannot get an ID token are not allowed (exit
+// 5).
 func apiError(err error) error {
 	if errors.Is(err, fleetclient.ErrInvalidURL) {
 		return usagef("--api: %w", err)
+	}
+	if _, ok := errors.AsType[*fleetclient.CredentialsError](err); ok {
+		return &fleetapi.Error{Code: fleetapi.PermissionDenied, Message: "--api", Err: err}
 	}
 	return fmt.Errorf("--api: %w", err)
 }

@@ -26,7 +26,7 @@ func newGetClusters(g *global, stdout io.Writer) *cobra.Command {
 		Use:     "clusters [NAME]",
 		Aliases: []string{"cluster"},
 		Short:   "List the clusters, or show one",
-		Example: "  fleetcast get clusters -o wide\n  fleetcast get cluster pc -o yaml",
+		Example: "  fleetcast get clusters -o wide\n  fleetcast get cluster eu-west -o yaml",
 		Args:    cobra.MaximumNArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return c.run(cmd.Context(), args, stdout) },
 	}

@@ -26,7 +26,7 @@ type filters struct {
 
 func (f *filters) flags(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringVarP(&f.selector, "selector", "l", "", "label selector, e.g. platform=pc,app.kubernetes.io/version in (1.41,1.42)")
+	fs.StringVarP(&f.selector, "selector", "l", "", "label selector, e.g. platform=pc,version in (1.42,1.43)")
 	fs.StringVarP(&f.namespace, "namespace", "n", "", "only fleets of this namespace")
 	fs.StringSliceVar(&f.clusters, "cluster", nil, "only fleets of these clusters (repeatable, or comma-separated)")
 	fs.BoolVar(&f.includeStale, "include-stale", false, "include fleets of stale clusters (marked)")
@@ -48,9 +48,9 @@ func newGetFleets(g *global, stdout, stderr io.Writer) *cobra.Command {
 		Use:     "fleets [CLUSTER/NAMESPACE/NAME]",
 		Aliases: []string{"fleet"},
 		Short:   "List the fleets, or show one",
-		Example: `  fleetcast get fleets -l platform=pc,app.kubernetes.io/version=1.42 --min-ready 2 --sort-by ready
+		Example: `  fleetcast get fleets -l platform=ps5,version=1.42 --min-ready 1 --sort-by ready
   fleetcast get fleets --counter rooms --min-available 5 -o wide
-  fleetcast get fleet pc/games/ranked -o yaml
+  fleetcast get fleet eu-west/games-eu-west/ps5-v1-42 -o yaml
   fleetcast get fleets -w`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

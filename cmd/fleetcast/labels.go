@@ -23,10 +23,10 @@ func newLabels(g *global, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "labels KEY",
 		Short:   "Sum the live fleets by the values of a label",
-		Example: "  fleetcast labels app.kubernetes.io/version",
+		Example: "  fleetcast labels version",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usagef("labels takes one label key, e.g. fleetcast labels app.kubernetes.io/version")
+				return usagef("labels takes one label key, e.g. fleetcast labels version")
 			}
 			return nil
 		},

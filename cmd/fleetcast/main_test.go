@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
@@ -311,6 +312,51 @@ func TestVersionAndCompletion(t *testing.T) {
 		assert.Contains(t, out, "fleetcast", shell)
 		assert.Greater(t, len(out), 1000, shell)
 	}
+}
+
+// TestVersionInEveryOutput: version -o json|yaml prints kubectl's
+// clientVersion, and with --api the server's (GET /v1/version) as
+// serverVersion; a line per program without -o. An API that does not say
+// its version fails the command (after the client's), as kubectl version
+// does.
+func TestVersionInEveryOutput(t *testing.T) {
+	_, store := world(t)
+	api := httptest.NewServer(query.NewHandler(fleetapi.NewService(store, fleetapi.Options{}), logging.New(io.Discard, logging.LevelWarning)))
+	t.Cleanup(api.Close)
+
+	out, _, err := runCLI(t, "p", "version", "-o", "json")
+	require.NoError(t, err)
+	var v versions
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	assert.Equal(t, "fleetcast", v.Client.Program)
+	assert.NotEmpty(t, v.Client.Version)
+	assert.Nil(t, v.Server, "no --api, no server")
+	assert.NotContains(t, out, "serverVersion")
+
+	out, _, err = runCLI(t, "p", "version", "-o", "yaml", "--api", api.URL)
+	require.NoError(t, err)
+	v = versions{}
+	require.NoError(t, yaml.Unmarshal([]byte(out), &v))
+	assert.Equal(t, "fleetcast", v.Client.Program)
+	require.NotNil(t, v.Server)
+	assert.Equal(t, query.Program, v.Server.Program)
+	assert.Equal(t, v.Client.Commit, v.Server.Commit, "built from the same tree")
+
+	out, _, err = runCLI(t, "p", "version", "--api", api.URL)
+	require.NoError(t, err)
+	assert.Regexp(t, `^fleetcast \S+ \(commit \S+, go1\.\d+[^,]*, [a-z0-9]+/[a-z0-9]+\)\nserver: fleetcast-query \S+ \(commit \S+, go1\.\d+[^,]*, [a-z0-9]+/[a-z0-9]+\)\n$`, out)
+
+	_, _, err = runCLI(t, "p", "version", "-o", "xml")
+	require.Error(t, err)
+	assert.Equal(t, exitUsage, exitCode(err))
+
+	old := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(old.Close)
+	out, _, err = runCLI(t, "p", "version", "--api", old.URL)
+	require.Error(t, err)
+	assert.Regexp(t, `^fleetcast \S+`, out, "the client's version all the same")
+	assert.Equal(t, exitNotFound, exitCode(err))
+	assert.Contains(t, err.Error(), "older than this client")
 }
 
 // TestWatchPrintsTheTableThenEachChange, from Firestore's listeners and

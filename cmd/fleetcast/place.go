@@ -40,8 +40,8 @@ func newPlace(g *global, stdout io.Writer) *cobra.Command {
 		Short: "Ask where a match can go now, best first",
 		Long:  placeLong,
 		Example: `  fleetcast place -l platform=pc --counter rooms=4
-  fleetcast place -l platform=pc,app.kubernetes.io/version=1.42 --count 3 --policy region=eu-west:0:100 --policy :1
-  fleetcast place --players 10 -o json`,
+  fleetcast place -l version=1.42 --count 3 --policy region=europe-west1:0:100 --policy :1
+  fleetcast place --game-servers 2 -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd.Context(), stdout) },
 	}

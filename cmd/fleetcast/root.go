@@ -13,7 +13,6 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetclient"
-	"github.com/fleetcast/fleetcast/version"
 )
 
 // global are the flags every command has: where it reads, and how long
@@ -97,15 +96,7 @@ func newRoot(ctx context.Context, g *global, stdout, stderr io.Writer) *cobra.Co
 		},
 	}
 	get.AddCommand(newGetFleets(g, stdout, stderr), newGetClusters(g, stdout))
-	version := &cobra.Command{
-		Use:   "version",
-		Short: "Print fleetcast's version",
-		Args:  noArgs,
-		Run: func(*cobra.Command, []string) {
-			fmt.Fprintln(stdout, version.String("fleetcast"))
-		},
-	}
-	root.AddCommand(get, newLabels(g, stdout), newWatch(g, stdout, stderr), newPlace(g, stdout), version)
+	root.AddCommand(get, newLabels(g, stdout), newWatch(g, stdout, stderr), newPlace(g, stdout), newVersion(g, stdout))
 	argsAreInput(root)
 	return root
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	vkit "cloud.google.com/go/firestore/apiv1"
+	"golang.org/x/oauth2/google"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
@@ -30,8 +33,18 @@ func withAPI(ctx context.Context, g *global, f func(context.Context, fleetapi.AP
 		return err
 	}
 	defer closeAPI()
-	return f(ctx, api)
+	err = f(ctx, api)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return timedOut{err}
+	}
+	return err
 }
+
+// timedOut is an error of a request that --request-timeout ended: its
+// message says so, where a refused connection's does not.
+type timedOut struct{ error }
+
+func (e timedOut) Unwrap() error { return e.error }
 
 // newAPI returns where the commands read: the HTTP API, or Firestore
 // through the same read model the API answers from.
@@ -79,6 +92,15 @@ func firestoreClient(ctx context.Context, g *global) (*firestore.Client, error) 
 	}
 	if g.project == "" {
 		return nil, usagef("no project: set --project or GOOGLE_CLOUD_PROJECT, or gcloud config set project (or --api)")
+	}
+	// Found first, as the client will find them, so that none is told
+	// apart (exit 5) from a Firestore that does not answer. The emulator
+	// takes none.
+	if os.Getenv("FIRESTORE_EMULATOR_HOST") == "" {
+		if _, err := google.FindDefaultCredentials(ctx, vkit.DefaultAuthScopes()...); err != nil {
+			return nil, &fleetapi.Error{Code: fleetapi.PermissionDenied, Err: err,
+				Message: "firestore: no credentials: run gcloud auth application-default login, or set GOOGLE_APPLICATION_CREDENTIALS (or read through --api)"}
+		}
 	}
 	c, err := firestore.NewClientWithDatabase(ctx, g.project, g.database)
 	if err != nil {

@@ -89,6 +89,7 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 	h.mux.HandleFunc("/v1/placements", h.place)
 	h.mux.HandleFunc("/v1/watch", h.watch)
 	h.mux.HandleFunc("/metrics", h.metrics)
+	h.mux.HandleFunc("/v1/version", h.version)
 	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC; its
 	// streams and the server-sent events share one edge.
 	h.mux.Handle(fleetrpc.NewHandler(svc, log, fleetrpc.WithStreams(h.streams)))

@@ -8,11 +8,11 @@ terraform {
   required_providers {
     google = {
       source  = "hashicorp/google"
-      version = ">= 7.0, < 9.0"
+      version = ">= 8.0, < 9.0"
     }
     time = {
       source  = "hashicorp/time"
-      version = ">= 0.9"
+      version = ">= 0.14, < 1.0"
     }
   }
 }
