@@ -11,10 +11,12 @@ import (
 	"debug/macho"
 	"debug/pe"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -73,6 +75,12 @@ func TestReleaseArtifacts(t *testing.T) {
 		suffix := " " + testVersion + " (commit " + testCommit + ", "
 		cli := runBinary(t, filepath.Join(out, "fleetcast-"+testVersion+"-linux-"+runtime.GOARCH), "version")
 		assert.True(t, strings.HasPrefix(cli, "fleetcast"+suffix), cli)
+		var v struct {
+			Client struct{ Version, Commit string } `json:"clientVersion"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(runBinary(t, filepath.Join(out, "fleetcast-"+testVersion+"-linux-"+runtime.GOARCH), "version", "-o", "json")), &v))
+		assert.Equal(t, testVersion, v.Client.Version, "fleetcast version -o json")
+		assert.Equal(t, testCommit, v.Client.Commit)
 		pub := runBinary(t, filepath.Join(out, "fleetcast-publisher-"+testVersion+"-linux-"+runtime.GOARCH), "version")
 		assert.True(t, strings.HasPrefix(pub, "fleetcast-publisher"+suffix), pub)
 		fn := functionsVersion(t, filepath.Join(out, release.FunctionsName(testVersion)))
@@ -218,4 +226,37 @@ func TestRefusals(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(full, "old"), nil, 0o644))
 	_, err = release.Build(t.Context(), release.Options{Version: "v0.4.0", Commit: "c", OutDir: full})
 	assert.ErrorContains(t, err, "not an empty directory")
+}
+
+// TestTheSourcesSayOneVersion: the tree releases the chart's version — the
+// chart, the kustomization and the changelog agree — and CheckSources
+// names each file that says another.
+func TestTheSourcesSayOneVersion(t *testing.T) {
+	const root = "../../.."
+	b, err := os.ReadFile(filepath.Join(root, release.ChartFile))
+	require.NoError(t, err)
+	var chart struct{ Version string }
+	require.NoError(t, yaml.Unmarshal(b, &chart))
+	require.NoError(t, release.CheckSources(root, "v"+chart.Version), "this tree's next make release is of its chart's version")
+
+	err = release.CheckSources(root, "v"+chart.Version+"-rc.9")
+	require.Error(t, err)
+	for _, file := range []string{release.ChartFile, release.KustomizationFile, release.ChangelogFile} {
+		assert.Contains(t, err.Error(), file, "each file that says another version")
+	}
+	assert.Error(t, release.CheckSources(root, chart.Version), "a release is vX.Y.Z")
+
+	// How a studio gets each artifact names this version, no other.
+	for file, section := range map[string]string{"README.md": "## Getting a release", "publisher/chart/README.md": "## Install"} {
+		b, err := os.ReadFile(filepath.Join(root, file))
+		require.NoError(t, err)
+		_, text, ok := strings.Cut(string(b), "\n"+section+"\n")
+		require.True(t, ok, "%s: no %q", file, section)
+		text, _, _ = strings.Cut(text, "\n## ")
+		versions := regexp.MustCompile(`\b\d+\.\d+\.\d+\b`).FindAllString(text, -1)
+		require.NotEmpty(t, versions, "%s %q names the version", file, section)
+		for _, v := range versions {
+			assert.Equal(t, chart.Version, v, "%s %q", file, section)
+		}
+	}
 }

@@ -36,7 +36,7 @@ func run(ctx context.Context, args []string, _ func(string) string, stdout, stde
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if err := release.Check(o.Version); err != nil {
+	if err := release.CheckSources(o.ModuleDir, o.Version); err != nil {
 		return err
 	}
 	if o.OutDir == "" {
