@@ -18,6 +18,8 @@ import (
 
 	"github.com/fleetcast/fleetcast/internal/demo"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
+	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 )
 
 // notRun marks a shell block of the docs that cannot run against the
@@ -121,9 +123,9 @@ func helpExamples(tb testing.TB, bin string) []example {
 // commands that read Firestore, and URL the demo's query API for those
 // that ask it. gcloud answers print-identity-token with a token nobody
 // checks (the demo's query API asks for none); curl fails on an HTTP error
-// (~/.curlrc). A command that follows changes (a watch) runs for a few
-// seconds and is stopped; it passes if it printed. Any other passes if it
-// exits 0; one that printed nothing fails, but `source`.
+// (~/.curlrc). A command that follows changes (a watch) runs until it
+// has printed, then is stopped; it fails if it ends first. Any other passes if it exits 0; one that printed nothing fails,
+// but `source`.
 func runExamples(t *testing.T, bin, queryURL string, examples []example) {
 	home, shims := t.TempDir(), t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(home, ".curlrc"), []byte("fail\nsilent\nshow-error\n"), 0o644))
@@ -140,22 +142,34 @@ echo "gcloud $*: not in the demo" >&2; exit 2
 			if program := strings.Fields(ex.cmd)[0]; !demoPrograms[program] {
 				t.Fatalf("%s: %s runs against no demo: make it fleetcast or curl, or mark its block <!-- not run: REASON -->", ex.cmd, program)
 			}
-			long := follows.MatchString(ex.cmd)
-			limit := 30 * time.Second
-			if long {
-				limit = 4 * time.Second
-			}
-			ctx, cancel := context.WithTimeout(t.Context(), limit)
+			ctx, cancel := context.WithTimeout(t.Context(), testhttp.Deadline)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, "bash", "-c", ex.cmd)
 			cmd.Env = env
-			var stdout, stderr bytes.Buffer
+			var stdout syncbuf.Buffer
+			var stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			if long && ctx.Err() != nil {
-				assert.NotEmpty(t, stdout.String(), "%s: printed nothing in %s; stderr: %s", ex.cmd, limit, stderr.String())
+			require.NoError(t, cmd.Start())
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			if follows.MatchString(ex.cmd) {
+				// It runs until stopped: once it has printed, it is.
+				tick := time.NewTicker(50 * time.Millisecond)
+				defer tick.Stop()
+				for stdout.String() == "" {
+					select {
+					case err := <-done:
+						t.Fatalf("%s ended (%v) before printing anything; stderr: %s", ex.cmd, err, stderr.String())
+					case <-ctx.Done():
+						t.Fatalf("%s printed nothing in %s; stderr: %s", ex.cmd, testhttp.Deadline, stderr.String())
+					case <-tick.C:
+					}
+				}
+				cancel()
+				<-done
 				return
 			}
+			err := <-done
 			require.NoError(t, err, "%s\nstdout: %s\nstderr: %s", ex.cmd, stdout.String(), stderr.String())
 			if !strings.HasPrefix(ex.cmd, "source ") {
 				assert.NotEmpty(t, strings.TrimSpace(stdout.String()), "%s printed nothing; stderr: %s", ex.cmd, stderr.String())

@@ -46,7 +46,7 @@ var (
 //     while 8 hostile readers loop (the largest legal selector, the
 //     largest page, /metrics, a placement with the largest policy), and
 //     the ratio of their p99s. The hostile readers are a process of their
-//     own at the lowest priority (startHostileReaders), as clients on
+//     own in the idle scheduling class (startHostileReaders), as clients on
 //     other machines: what they cost the instance is what it serves them;
 //   - overlimit: a selector one requirement past the limit, refused (400);
 //   - metrics: 8 scrapers of /metrics at once, and the computations of

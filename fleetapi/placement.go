@@ -221,10 +221,18 @@ type Policy struct {
 	Rules []Rule
 }
 
+// boundRules refuses a policy of more than MaxPolicyRules rules.
+func boundRules(n int) error {
+	if n > MaxPolicyRules {
+		return fmt.Errorf("%d rules: at most %d", n, MaxPolicyRules)
+	}
+	return nil
+}
+
 // ParsePolicy reads rules as ParseRule does, in order.
 func ParsePolicy(rules []string) (Policy, error) {
-	if len(rules) > MaxPolicyRules {
-		return Policy{}, fmt.Errorf("%d rules: at most %d", len(rules), MaxPolicyRules)
+	if err := boundRules(len(rules)); err != nil {
+		return Policy{}, err
 	}
 	var p Policy
 	for _, s := range rules {

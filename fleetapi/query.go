@@ -88,8 +88,8 @@ func CheckBounds(v url.Values) error {
 		}
 	}
 	rules := v["policy"]
-	if len(rules) > MaxPolicyRules {
-		return paramErr("policy", "%d rules: at most %d", len(rules), MaxPolicyRules)
+	if err := boundRules(len(rules)); err != nil {
+		return paramErr("policy", "%v", err)
 	}
 	for _, s := range rules {
 		sel, _, _ := strings.Cut(s, ":")

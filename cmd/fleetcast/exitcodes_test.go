@@ -90,7 +90,6 @@ func TestEveryDocumentedExitCode(t *testing.T) {
 			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "GOOGLE_CLOUD_PROJECT=" + project}, c.env...)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			start := time.Now()
 			err := cmd.Run()
 			code := 0
 			if ee, ok := errors.AsType[*exec.ExitError](err); ok {
@@ -99,7 +98,6 @@ func TestEveryDocumentedExitCode(t *testing.T) {
 				require.NoError(t, err)
 			}
 			assert.Equal(t, c.code, code, "stderr: %s", stderr.String())
-			assert.Less(t, time.Since(start), 20*time.Second)
 			if c.code == 0 {
 				assert.NotEmpty(t, stdout.String())
 				return
