@@ -33,6 +33,9 @@ type state struct {
 	// fleet the listener delivered meanwhile: the sync's read may
 	// predate them, and must not step the view back.
 	journal map[string]*fleet.Document
+	// gone: the tombstones read, so that no older read brings a fleet
+	// back.
+	gone removals
 
 	fleets   *btree.BTreeG[*entry]
 	ix       *index // the fleets' postings
@@ -70,7 +73,7 @@ func newState(o Options) *state {
 	return &state{
 		fleets: btree.NewG(treeDegree, lessEntry), ix: newIndex(), clusters: map[string]*fleet.ClusterDocument{}, shown: map[string]shown{},
 		feed: newFeedWriter(o.FeedMaxBytes), maxBytes: o.MaxViewBytes, clusterBytes: map[string]int{}, overBudget: map[string]bool{},
-		shownHash: o.Shown,
+		shownHash: o.Shown, gone: newRemovals(o),
 	}
 }
 
@@ -177,10 +180,14 @@ func (v *state) load(fleets []*fleet.Document, clusters []*fleet.ClusterDocument
 		v.evicted = append(v.evicted, c)
 	}
 	for _, d := range fleets {
-		if d.Deleted || v.overBudget[d.Cluster] {
+		id := d.Key().DocID()
+		if d.Deleted { // the journal's: the listener's newer state
+			v.gone.add(id, d.Version)
 			continue
 		}
-		id := d.Key().DocID()
+		if v.overBudget[d.Cluster] || v.gone.covers(id, d) {
+			continue
+		}
 		e := &entry{id: id, doc: d, hash: fleetHash(id, d), bytes: DocBytes(d)}
 		if old, ok := v.fleets.ReplaceOrInsert(e); ok { // never twice in one read; be safe
 			v.ix.replace(old, e)
@@ -252,7 +259,11 @@ func (v *state) putFleet(d *fleet.Document) bool {
 	if ok && d.Version.Compare(old.doc.Version) < 0 {
 		return false // an older state than held: never step back
 	}
+	if v.gone.covers(id, d) {
+		return false // nor back to before its removal
+	}
 	if d.Deleted {
+		v.gone.add(id, d.Version)
 		if !ok {
 			return false
 		}
@@ -266,6 +277,7 @@ func (v *state) putFleet(d *fleet.Document) bool {
 	if ok && old.hash == h {
 		return false // read again within CommitLag of a sync
 	}
+	v.gone.forget(id)
 	e := &entry{id: id, doc: d, hash: h, bytes: DocBytes(d)}
 	v.fleets.ReplaceOrInsert(e)
 	if ok {
