@@ -54,7 +54,7 @@ vet: ## Check formatting, that git tracks no compiled binary, the .proto files (
 	for m in $(EXAMPLE_MODULES); do (cd $$m && $(GO) mod tidy -diff && $(GO) vet ./...) || exit 1; done
 
 .PHONY: proto
-proto: ## Regenerate gen/ from schemas/fleetcast/v1/*.proto; builds buf and the plugins if missing.
+proto: ## Regenerate gen/ from schemas/fleetcast/v1/*.proto and third_party/agones (Agones' allocation API); builds buf and the plugins if missing.
 	$(PROTO) generate
 
 .PHONY: demo

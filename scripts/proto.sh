@@ -6,8 +6,8 @@
 # agree), into the user cache directory keyed by version (once per machine).
 #
 #   proto.sh build      build the tools if missing; print the directory to put on PATH
-#   proto.sh generate   regenerate gen/ from schemas/fleetcast/v1/*.proto, and
-#                       examples/allocation/gen from its copy of Agones' allocation API
+#   proto.sh generate   regenerate gen/fleetcast from schemas/fleetcast/v1/*.proto, and
+#                       gen/agones from third_party/agones, the copy of Agones' allocation API
 #   proto.sh check      buf lint; gen/ must be what generate writes; buf breaking against the
 #                       previous commit (HEAD~1), or against HEAD when the .proto files changed since
 set -euo pipefail
@@ -43,12 +43,12 @@ build() {
   printf '%s\n' "$dir"
 }
 
-# example runs buf in examples/allocation, the module of its own that
-# holds Agones' allocation API (its own buf.yaml and buf.gen.yaml).
-example() {
+# agones runs buf in third_party/agones, the buf module of Agones'
+# allocation API (its own buf.yaml and buf.gen.yaml).
+agones() {
   local dir
   dir=$(build)
-  (cd "$root/examples/allocation" && PATH="$dir:$PATH" BUF_CACHE_DIR="$cache/buf-cache" "$dir/buf" "$@")
+  (cd "$root/third_party/agones" && PATH="$dir:$PATH" BUF_CACHE_DIR="$cache/buf-cache" "$dir/buf" "$@")
 }
 
 buf() {
@@ -62,8 +62,8 @@ build)
   build
   ;;
 generate)
-  buf generate
-  example generate
+  buf generate # cleans gen/ whole: Agones' code after it
+  agones generate -o "$root/gen/agones"
   ;;
 check)
   buf lint
@@ -71,14 +71,18 @@ check)
   trap 'rm -rf "$out"' EXIT
   dir=$(build)
   (cd "$root" && PATH="$dir:$PATH" BUF_CACHE_DIR="$cache/buf-cache" "$dir/buf" generate -o "$out")
-  if ! diff -r "$out/gen" "$root/gen" >&2; then
-    log "gen/ is out of date with schemas/fleetcast: run make proto and commit the result"
+  if ! diff -r "$out/gen/fleetcast" "$root/gen/fleetcast" >&2; then
+    log "gen/fleetcast is out of date with schemas/fleetcast: run make proto and commit the result"
     exit 1
   fi
-  example lint
-  example generate -o "$out/example"
-  if ! diff -r "$out/example/gen" "$root/examples/allocation/gen" >&2; then
-    log "examples/allocation/gen is out of date with its proto: run make proto and commit the result"
+  agones lint
+  agones generate -o "$out/agones"
+  if ! diff -r "$out/agones" "$root/gen/agones" >&2; then
+    log "gen/agones is out of date with third_party/agones: run make proto and commit the result"
+    exit 1
+  fi
+  if [[ $(ls "$root/gen") != $'agones\nfleetcast' ]]; then
+    log "gen/ holds $(ls "$root/gen" | tr '\n' ' '); only agones and fleetcast are generated"
     exit 1
   fi
   against=HEAD~1

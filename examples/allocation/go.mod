@@ -10,7 +10,6 @@ require (
 	github.com/fleetcast/fleetcast v0.0.0
 	github.com/stretchr/testify v1.12.1
 	google.golang.org/grpc v1.85.0
-	google.golang.org/protobuf v1.36.12
 	k8s.io/apimachinery v0.37.2
 )
 
@@ -41,6 +40,7 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/api v0.315.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261104224025-d1e00e9f33ab // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab // indirect
 )

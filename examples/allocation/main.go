@@ -9,7 +9,7 @@
 // Place draws its candidates in proportion to their capacity, so that many
 // matchmakers running this spread their matches over the fleets. It is a module of its own and imports only public packages:
 // fleetcast's client and the code generated from Agones' allocation API
-// (proto/allocation).
+// (gen/agones/allocation, from fleetcast's third_party/agones).
 //
 //	go run . --fleetcast https://fleetcast-query-….run.app -l platform=pc --min-ready 1 \
 //	  --cert client.crt --key client.key --ca ca.crt
@@ -45,9 +45,9 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/fleetcast/fleetcast/examples/allocation/gen/allocation"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetclient"
+	"github.com/fleetcast/fleetcast/gen/agones/allocation"
 )
 
 func main() {

@@ -28,8 +28,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"github.com/fleetcast/fleetcast/examples/allocation/gen/allocation"
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/gen/agones/allocation"
 	fleetcastv1 "github.com/fleetcast/fleetcast/gen/fleetcast/v1"
 	"github.com/fleetcast/fleetcast/gen/fleetcast/v1/fleetcastv1connect"
 )
