@@ -60,7 +60,11 @@ var (
 // nice 19 it still makes its core look busy to the kernel, which then
 // wakes the bystander on the core of a heavy read. instance-cores-alone
 // and instance-cores-hostile are the cores the benchmark's process (the
-// instance and the bystander's client) used in each phase.
+// instance and the bystander's client) used in each phase, and
+// instance-gc/s-* its garbage collections a second. make bench runs it
+// with the deployed instance's GOGC and GOMEMLIMIT (QUERY_GC): at Go's
+// defaults the collections the hostile readers' garbage starts are what
+// the bystander waits for.
 func BenchmarkReaders(b *testing.B) {
 	for _, s := range strings.Split(*readersFleets, ",") {
 		var n int
@@ -164,9 +168,10 @@ func benchmarkReaders(b *testing.B, n int) {
 	reportSpread(b, "selector-p99", "ms", p99)
 
 	one := "/v1/fleets/c1/games/f00001"
-	cpu := cpuMeter()
+	cpu, gc := cpuMeter(), gcMeter()
 	aloneP50, alone := rounds(func() time.Duration { return get(one, http.StatusOK) })
 	b.ReportMetric(cpu(), "instance-cores-alone")
+	b.ReportMetric(gc(), "instance-gc/s-alone")
 	reportSpread(b, "bystander-alone-p50", "ms", aloneP50)
 	reportSpread(b, "bystander-alone-p99", "ms", alone)
 
@@ -190,9 +195,10 @@ func benchmarkReaders(b *testing.B, n int) {
 		hostiles[i] = hostile[i%len(hostile)]
 	}
 	readers := startHostileReaders(b, srv.URL, hostiles)
-	cpu = cpuMeter()
+	cpu, gc = cpuMeter(), gcMeter()
 	besideP50, beside := rounds(func() time.Duration { return get(one, http.StatusOK) })
 	b.ReportMetric(cpu(), "instance-cores-hostile")
+	b.ReportMetric(gc(), "instance-gc/s-hostile")
 	hostileRequests := readers.stop(b)
 	reportSpread(b, "bystander-hostile-p50", "ms", besideP50)
 	reportSpread(b, "bystander-hostile-p99", "ms", beside)

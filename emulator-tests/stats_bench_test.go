@@ -2,6 +2,7 @@ package emulatortests
 
 import (
 	"math"
+	"runtime/metrics"
 	"slices"
 	"syscall"
 	"testing"
@@ -63,4 +64,16 @@ func cpuMeter() func() float64 {
 	}
 	start, cpu0 := time.Now(), used()
 	return func() float64 { return float64(used()-cpu0) / float64(time.Since(start)) }
+}
+
+// gcMeter starts counting the garbage collections of this process; the
+// function it returns gives how many a second since.
+func gcMeter() func() float64 {
+	sample := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	cycles := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	start, n0 := time.Now(), cycles()
+	return func() float64 { return float64(cycles()-n0) / time.Since(start).Seconds() }
 }

@@ -16,10 +16,11 @@ import (
 )
 
 // instanceBytes is what a query instance is deployed with (Terraform:
-// 512Mi), and viewHeapGoal the live heap its view may take: half of it,
-// since Go's collector (GOGC=100) lets the heap grow to twice what is live
-// before it collects, and the streams, the feed and the requests need the
-// rest.
+// 512Mi), and viewHeapGoal the live heap its view may take: half of it.
+// The collector needs room above what is live: deployed with
+// GOMEMLIMIT=460MiB, it collects sooner the nearer the heap is to it, and
+// with half the instance live it still has 200 MiB of garbage between
+// collections; the streams, the feed and the requests need the rest.
 const (
 	instanceBytes = 512 << 20
 	viewHeapGoal  = instanceBytes / 2

@@ -132,6 +132,9 @@ func TestEnvironmentsPlanOnAFreshProjectAndKeepThePlatformsRules(t *testing.T) {
 				_, eventDriven := fn.Values["event_trigger"].([]any)
 				eventDriven = eventDriven && len(fn.Values["event_trigger"].([]any)) > 0
 				assert.NoError(t, functionTimeout(int(sc["timeout_seconds"].(float64)), eventDriven), "%s", fn.Address)
+				if first(t, fn.Values["build_config"])["entry_point"] == "QueryFleets" {
+					assert.NoError(t, queryGC(t, sc), "%s", fn.Address)
+				}
 			}
 
 			// No cluster, no cluster topic: only the dead letters'.
@@ -322,6 +325,66 @@ func memoryBytes(s string) (float64, error) {
 	n, _ := strconv.ParseFloat(m[1], 64)
 	unit := map[string]float64{"k": 1e3, "Ki": 1 << 10, "M": 1e6, "Mi": 1 << 20, "G": 1e9, "Gi": 1 << 30}[m[2]]
 	return math.Round(n * unit), nil
+}
+
+// queryGC checks a query function's garbage collector settings (GOGC and
+// GOMEMLIMIT, read by the Go runtime): the memory limit within the
+// instance's memory, with room for what is not Go's heap, and both the
+// ones make bench runs BenchmarkReaders with (QUERY_GC in the Makefile),
+// so that the benchmark measures the deployed instance.
+func queryGC(tb testing.TB, serviceConfig map[string]any) error {
+	env := serviceConfig["environment_variables"].(map[string]any)
+	mem, err := memoryBytes(serviceConfig["available_memory"].(string))
+	if err != nil {
+		return err
+	}
+	gogc, _ := env["GOGC"].(string)
+	if n, err := strconv.Atoi(gogc); err != nil || n < 100 {
+		return fmt.Errorf("GOGC %q: want a percentage of at least Go's default, 100", gogc)
+	}
+	limit, err := goMemLimit(fmt.Sprint(env["GOMEMLIMIT"]))
+	if err != nil {
+		return err
+	}
+	if limit < 0.8*mem || limit > 0.95*mem {
+		return fmt.Errorf("GOMEMLIMIT %v: want 80%% to 95%% of the instance's %s", env["GOMEMLIMIT"], serviceConfig["available_memory"])
+	}
+	m := regexp.MustCompile(`(?m)^QUERY_GC := (.*)$`).FindSubmatch(mustRead(tb, "../Makefile"))
+	if m == nil {
+		return fmt.Errorf("the Makefile sets no QUERY_GC")
+	}
+	if want := fmt.Sprintf("GOGC=%s GOMEMLIMIT=%s", gogc, env["GOMEMLIMIT"]); string(m[1]) != want {
+		return fmt.Errorf("the Makefile's QUERY_GC is %q, the deployed instance's %q", m[1], want)
+	}
+	return nil
+}
+
+// goMemLimit parses GOMEMLIMIT as the Go runtime does (package runtime,
+// "Environment Variables"): a number of bytes with an optional unit, B,
+// KiB, MiB, GiB or TiB.
+func goMemLimit(s string) (float64, error) {
+	m := regexp.MustCompile(`^([0-9]+)(B|KiB|MiB|GiB|TiB)?$`).FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("GOMEMLIMIT %q: not a size such as 460MiB", s)
+	}
+	n, _ := strconv.ParseFloat(m[1], 64)
+	unit := map[string]float64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
+	return n * unit, nil
+}
+
+// TestQueryGCRule guards the rule: it fails on a limit Go would not
+// parse, one past the instance's memory, a GOGC below Go's default, and
+// settings other than the benchmark's.
+func TestQueryGCRule(t *testing.T) {
+	sc := func(memory, gogc, limit string) map[string]any {
+		return map[string]any{"available_memory": memory, "environment_variables": map[string]any{"GOGC": gogc, "GOMEMLIMIT": limit}}
+	}
+	assert.NoError(t, queryGC(t, sc("512Mi", "400", "460MiB")))
+	assert.ErrorContains(t, queryGC(t, sc("512Mi", "400", "460MB")), "not a size")
+	assert.ErrorContains(t, queryGC(t, sc("512Mi", "400", "512MiB")), "80% to 95%")
+	assert.ErrorContains(t, queryGC(t, sc("1Gi", "400", "460MiB")), "80% to 95%")
+	assert.ErrorContains(t, queryGC(t, sc("512Mi", "50", "460MiB")), "at least Go's default")
+	assert.ErrorContains(t, queryGC(t, sc("512Mi", "200", "460MiB")), "QUERY_GC")
 }
 
 // TestFunctionTimeoutRule guards the rule: it fails where Cloud Functions

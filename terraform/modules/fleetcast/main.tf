@@ -61,7 +61,20 @@ locals {
     # Every cluster; a partition's function names its own
     # (query_functions).
     VIEW_CLUSTERS = ""
+    # Read by the Go runtime: collect garbage by the instance's memory
+    # rather than at twice the live heap. A view of 10 000 fleets is some
+    # 20 MB live, so at Go's default (GOGC=100) the garbage of the syncs
+    # and the heavy reads starts 12 to 16 collections a second, and each
+    # delays the reads by name (BENCHMARKS.md §5e). GOGC=400 makes them
+    # four times rarer; GOMEMLIMIT, 90% of query_memory, collects
+    # sooner whenever the heap nears the instance's memory, so a view at
+    # VIEW_MAX_BYTES still fits (docs/capacity.md). make bench runs
+    # BenchmarkReaders with the same two (the cross-check test).
+    GOGC       = "400"
+    GOMEMLIMIT = "460MiB"
   })
+  # The memory of a query instance, function or service.
+  query_memory = "512Mi"
   # The Cloud Run service that answers queries: the function's, or the
   # query service's (query_mode).
   query_service = var.query_mode == "function" ? google_cloudfunctions2_function.query["all"].service_config[0].service : google_cloud_run_v2_service.query[0].name
@@ -603,7 +616,7 @@ resource "google_cloudfunctions2_function" "query" {
     ingress_settings               = "ALLOW_ALL"
     all_traffic_on_latest_revision = true
     available_cpu                  = "1"
-    available_memory               = "512Mi"
+    available_memory               = local.query_memory
     # Watch streams last up to the timeout, then clients resume them.
     timeout_seconds                  = var.query_timeout_seconds
     min_instance_count               = var.query_min_instances
@@ -691,7 +704,7 @@ resource "google_cloud_run_v2_service" "query" {
         container_port = 8080
       }
       resources {
-        limits = { cpu = "1", memory = "512Mi" }
+        limits = { cpu = "1", memory = local.query_memory }
       }
       dynamic "env" {
         for_each = local.query_env
