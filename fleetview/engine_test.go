@@ -388,15 +388,17 @@ func TestAWokenWatchFindsItsChange(t *testing.T) {
 	const watches, changes = 50, 100
 	var empty, wakes atomic.Int64
 	done := make(chan struct{})
-	var running sync.WaitGroup
+	var running, started sync.WaitGroup
 	for range watches {
 		wt, err := e.Watch(everything{}, "all", "")
 		require.NoError(t, err)
+		started.Add(1)
 		running.Go(func() {
 			st := wt.Step() // the initial set
 			for st.More {
 				st = wt.Step()
 			}
+			started.Done()
 			for {
 				select {
 				case <-done:
@@ -413,13 +415,16 @@ func TestAWokenWatchFindsItsChange(t *testing.T) {
 			}
 		})
 	}
+	started.Wait() // every watch has its initial set: each change after it wakes them
 	for i := range changes {
 		w.Settle()
 		w.Put(doc("pc", "games", "a", nil, int64(i+2)))
 		read(t, e)
 	}
+	// A watch scheduled late is woken once for many changes; done must
+	// not cut that short.
+	require.Eventually(t, func() bool { return wakes.Load() >= watches }, time.Minute, time.Millisecond, "every watch is woken by the changes")
 	close(done)
 	running.Wait()
-	assert.Positive(t, wakes.Load())
 	assert.Zero(t, empty.Load(), "of %d wakes, some found no change", wakes.Load())
 }
