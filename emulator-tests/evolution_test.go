@@ -54,12 +54,13 @@ func (p *pipeline) revision1Message(file, name string, seq int64) *pubsub.Messag
 }
 
 // withRolloutAndAutoscaler is an upsert of the newest revision, with the
-// fields revision 2 added.
+// fields revisions 2 and 4 added.
 func withRolloutAndAutoscaler(ev fleet.Event) fleet.Event {
 	ev.Fleet.Rollout = fleet.RolloutOf(ev.Fleet.Spec.Replicas, []fleet.GameServerSet{
 		{Name: ev.Name + "-new", Current: true, Replicas: 10, ReadyReplicas: 8, AllocatedReplicas: 2},
 		{Name: ev.Name + "-old", Replicas: 0},
 	})
+	ev.Fleet.GameServerLabels = map[string]string{"mode": "ranked"}
 	ev.Fleet.Autoscalers = []fleet.Autoscaler{{
 		Name:        ev.Name + "-autoscaler",
 		Policy:      fleet.AutoscalerPolicy{Type: "Buffer", BufferSize: "20%", MinReplicas: 2, MaxReplicas: 40},
@@ -87,12 +88,14 @@ func TestMixedPublisherVersionsIngest(t *testing.T) {
 	assert.Equal(t, int64(7), old.Status.ReadyReplicas, "revision 1's state, as written")
 	assert.Nil(t, old.Rollout, "an old publisher's fleet has no rollout: unknown, not incomplete")
 	assert.Nil(t, old.Autoscalers)
+	assert.Nil(t, old.GameServerLabels, "nor its game servers' labels")
 	d, _ := p.doc("new")
 	require.NotNil(t, d)
 	require.NotNil(t, d.Rollout)
 	assert.Equal(t, newer.Fleet.Rollout, *d.Rollout)
 	assert.True(t, d.Rollout.Complete)
 	assert.Equal(t, newer.Fleet.Autoscalers, d.Autoscalers)
+	assert.Equal(t, map[string]string{"mode": "ranked"}, d.GameServerLabels)
 
 	// A rollback to the old release: its newer version wins, without the
 	// fields it does not know; the new release's next event brings them back.
@@ -101,6 +104,7 @@ func TestMixedPublisherVersionsIngest(t *testing.T) {
 	assert.Equal(t, fleet.Version{Term: 1764484800000, Seq: 3}, d.Version)
 	assert.Nil(t, d.Rollout)
 	assert.Nil(t, d.Autoscalers)
+	assert.Nil(t, d.GameServerLabels)
 	p.publishAndWait(withRolloutAndAutoscaler(p.upsert("new", 4, 8)))
 	d, _ = p.doc("new")
 	assert.NotNil(t, d.Rollout)

@@ -45,6 +45,9 @@ type Document struct {
 	// Autoscalers absent when none targets the fleet.
 	Rollout     *Rollout     `json:"rollout,omitempty" firestore:"rollout,omitempty"`
 	Autoscalers []Autoscaler `json:"autoscalers,omitempty" firestore:"autoscalers,omitempty"`
+	// GameServerLabels are the labels of the fleet's game servers, as its
+	// template gives them (State.GameServerLabels); absent when none.
+	GameServerLabels map[string]string `json:"gameServerLabels,omitempty" firestore:"gameServerLabels,omitempty"`
 
 	Publisher Publisher `json:"publisher" firestore:"publisher"`
 	// ObservedAt is when the publisher saw this state (its clock);
@@ -192,23 +195,24 @@ func ApplyFleetEvent(stored *Document, ev Event, now time.Time, retention time.D
 	}
 	id := ev.Key().DocID()
 	d := &Document{
-		Cluster:     ev.Cluster,
-		Namespace:   ev.Namespace,
-		Name:        ev.Name,
-		Version:     ev.Version,
-		DocID:       id,
-		DocIDHash:   IDHash(id),
-		UID:         ev.Fleet.UID,
-		Labels:      ev.Fleet.Labels,
-		Annotations: ev.Fleet.Annotations,
-		Spec:        &ev.Fleet.Spec,
-		Status:      NewDocStatus(ev.Fleet.Status),
-		Degraded:    ev.Fleet.Degraded,
-		Autoscalers: ev.Fleet.Autoscalers,
-		Publisher:   ev.Publisher,
-		ObservedAt:  observed,
-		IngestedAt:  now,
-		LagMillis:   now.Sub(observed).Milliseconds(),
+		Cluster:          ev.Cluster,
+		Namespace:        ev.Namespace,
+		Name:             ev.Name,
+		Version:          ev.Version,
+		DocID:            id,
+		DocIDHash:        IDHash(id),
+		UID:              ev.Fleet.UID,
+		Labels:           ev.Fleet.Labels,
+		Annotations:      ev.Fleet.Annotations,
+		Spec:             &ev.Fleet.Spec,
+		Status:           NewDocStatus(ev.Fleet.Status),
+		Degraded:         ev.Fleet.Degraded,
+		Autoscalers:      ev.Fleet.Autoscalers,
+		GameServerLabels: ev.Fleet.GameServerLabels,
+		Publisher:        ev.Publisher,
+		ObservedAt:       observed,
+		IngestedAt:       now,
+		LagMillis:        now.Sub(observed).Milliseconds(),
 	}
 	if ev.Fleet.Rollout.Known() {
 		d.Rollout = &ev.Fleet.Rollout

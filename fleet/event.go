@@ -242,6 +242,7 @@ func EncodeEvent(e Event) ([]byte, error) {
 	}
 	e.Fleet.Labels = nonNil(e.Fleet.Labels)
 	e.Fleet.Annotations = nonNil(e.Fleet.Annotations)
+	e.Fleet.GameServerLabels = nonNil(e.Fleet.GameServerLabels)
 	e.Fleet.Status = e.Fleet.Status.nonNil()
 	if e.Fleet.Rollout.Sets == nil {
 		e.Fleet.Rollout.Sets = []GameServerSet{}

@@ -31,6 +31,12 @@ type State struct {
 	// first release, with defaults: older publishers omit them.
 	Rollout     Rollout      `json:"rollout"`
 	Autoscalers []Autoscaler `json:"autoscalers"`
+	// GameServerLabels are the labels the fleet's template gives each of
+	// its game servers (spec.template.metadata.labels), which an
+	// allocation's gameServerSelectors match; Agones adds agones.dev/fleet
+	// and agones.dev/gameserverset to them. Added in revision 4 of the
+	// event schema, with a default: older publishers omit them.
+	GameServerLabels map[string]string `json:"gameServerLabels"`
 }
 
 // Spec is the part of a Fleet's spec that matchmakers and autoscalers use.
@@ -96,9 +102,9 @@ const MaxStateBytes = 8 << 10
 // Fit returns s as it can be published: unchanged when it is valid and
 // within MaxStateBytes; otherwise reduced by dropping, in this order and
 // only as far as needed, the annotations, the autoscalers, the rollout,
-// the lists, the counters, the labels, and a scheduling or strategy type
-// this version does not know — with Degraded saying what was dropped and
-// the first reason. ok is false when even that does not fit (an invalid
+// the lists, the counters, the game server labels, the labels, and a
+// scheduling or strategy type this version does not know — with Degraded
+// saying what was dropped and the first reason. ok is false when even that does not fit (an invalid
 // UID, a negative count): such a fleet cannot be published at all.
 func Fit(s State) (fitted State, ok bool) {
 	s.Degraded = ""
@@ -189,6 +195,7 @@ func reduce(s State, check func(State) error) (State, string, bool) {
 		{"rollout", func(s State) bool { return s.Rollout.Known() }, func(s *State) { s.Rollout = Rollout{} }},
 		{"lists", func(s State) bool { return len(s.Status.Lists) > 0 }, func(s *State) { s.Status.Lists = nil }},
 		{"counters", func(s State) bool { return len(s.Status.Counters) > 0 }, func(s *State) { s.Status.Counters = nil }},
+		{"game server labels", func(s State) bool { return len(s.GameServerLabels) > 0 }, func(s *State) { s.GameServerLabels = nil }},
 		{"labels", func(s State) bool { return len(s.Labels) > 0 }, func(s *State) { s.Labels = nil }},
 		{"spec", func(s State) bool { return s.Spec.Scheduling != "" || s.Spec.StrategyType != "" }, func(s *State) { s.Spec.Scheduling, s.Spec.StrategyType = "", "" }},
 	}
@@ -320,7 +327,8 @@ func (s State) Equal(o State) bool {
 		s.Degraded == o.Degraded &&
 		s.Rollout.Complete == o.Rollout.Complete &&
 		slices.Equal(s.Rollout.Sets, o.Rollout.Sets) &&
-		slices.Equal(s.Autoscalers, o.Autoscalers)
+		slices.Equal(s.Autoscalers, o.Autoscalers) &&
+		maps.Equal(s.GameServerLabels, o.GameServerLabels)
 }
 
 // Equal reports whether s and o are the same status.
@@ -344,6 +352,7 @@ func (s State) Clone() State {
 	s.Status.Lists = maps.Clone(s.Status.Lists)
 	s.Rollout.Sets = slices.Clone(s.Rollout.Sets)
 	s.Autoscalers = slices.Clone(s.Autoscalers)
+	s.GameServerLabels = maps.Clone(s.GameServerLabels)
 	return s
 }
 
@@ -356,6 +365,9 @@ func (s State) Validate() error {
 		return fmt.Errorf("%w: fleet.degraded: must be at most %d printable characters", ErrInvalid, MaxDegradedLen)
 	}
 	if err := ValidateLabels("fleet.labels", s.Labels); err != nil {
+		return err
+	}
+	if err := ValidateLabels("fleet.gameServerLabels", s.GameServerLabels); err != nil {
 		return err
 	}
 	if len(s.Annotations) > MaxAnnotations {
@@ -493,6 +505,15 @@ func isLabelish(s string) bool {
 		}
 	}
 	return true
+}
+
+// ValidateAggregateKey reports whether k may name a counter or a list
+// (fleet.status.counters and lists).
+func ValidateAggregateKey(k string) error {
+	if err := validateFieldName(k, MaxAggregateKey); err != nil {
+		return fmt.Errorf("%w: counter or list %q: %v", ErrInvalid, k, err)
+	}
+	return nil
 }
 
 // validateFieldName accepts a user-defined key (a counter or list name) as a

@@ -96,6 +96,17 @@ func TestFitDropsOptionalPartsInOrder(t *testing.T) {
 	assert.Equal(t, base.Labels, got.Labels)
 	assert.Contains(t, got.Degraded, "dropped lists, counters: ", "only what was there is named")
 
+	labelled := base.Clone()
+	labelled.GameServerLabels = map[string]string{}
+	for i := range MaxLabels {
+		labelled.GameServerLabels[fmt.Sprintf("example.com/k%03d", i)] = strings.Repeat("v", 63)
+	}
+	got, ok = Fit(labelled)
+	require.True(t, ok)
+	assert.Nil(t, got.GameServerLabels)
+	assert.Equal(t, base.Labels, got.Labels, "the game servers' labels go before the fleet's")
+	assert.Contains(t, got.Degraded, "dropped lists, counters, game server labels: ", "after the counters and lists")
+
 	crowded := base.Clone()
 	var sets []GameServerSet
 	for i := range MaxRolloutSets + 1 {

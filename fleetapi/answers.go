@@ -38,6 +38,9 @@ type Fleet struct {
 	// fleet.
 	Rollout     *fleet.Rollout `json:"rollout,omitempty"`
 	Autoscalers []Autoscaler   `json:"autoscalers,omitempty"`
+	// GameServerLabels are the labels the fleet's template gives its game
+	// servers; absent when none.
+	GameServerLabels map[string]string `json:"gameServerLabels,omitempty"`
 }
 
 // Autoscaler is a FleetAutoscaler targeting a fleet.
@@ -77,7 +80,7 @@ type FleetList struct {
 func NewFleet(d *fleet.Document, stale bool) Fleet {
 	f := Fleet{
 		Cluster: d.Cluster, Namespace: d.Namespace, Name: d.Name,
-		Labels: nonNil(d.Labels), Annotations: d.Annotations,
+		Labels: nonNil(d.Labels), Annotations: d.Annotations, GameServerLabels: d.GameServerLabels,
 		ObservedAt: d.ObservedAt, LagMillis: d.LagMillis, Version: d.Version, Stale: stale, Degraded: d.Degraded,
 		Counters: map[string]fleet.DocAggregate{}, Lists: map[string]fleet.DocAggregate{},
 	}

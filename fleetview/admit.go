@@ -41,6 +41,9 @@ func Encodable(d *fleet.Document) error {
 	for k, v := range d.Annotations {
 		s("annotations", k, v)
 	}
+	for k, v := range d.GameServerLabels {
+		s("gameServerLabels", k, v)
+	}
 	if d.Spec != nil {
 		s("spec", d.Spec.Scheduling, d.Spec.StrategyType)
 	}

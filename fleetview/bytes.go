@@ -23,6 +23,9 @@ func DocBytes(d *fleet.Document) int {
 	for k, v := range d.Annotations {
 		n += entry + len(k) + len(v)
 	}
+	for k, v := range d.GameServerLabels {
+		n += entry + len(k) + len(v)
+	}
 	if d.Status != nil {
 		for k := range d.Status.Counters {
 			n += entry + aggregate + len(k)

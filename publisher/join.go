@@ -36,7 +36,8 @@ const templateHashField = "fleetcast.dev/templateHash"
 // trimTemplate runs on each Fleet and GameServerSet as it is decoded,
 // before the informer caches it, so it may be changed here (and only here):
 // the game server template and managedFields are most of the object, and
-// only whether a set's template is its fleet's matters.
+// of the template only its labels (the game servers', State.
+// GameServerLabels) and whether a set's template is its fleet's matter.
 func trimTemplate(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -45,7 +46,11 @@ func trimTemplate(obj any) (any, error) {
 	u.SetManagedFields(nil)
 	tmpl, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "template")
 	u.Object[templateHashField] = templateHash(tmpl)
+	labels, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "template", "metadata", "labels")
 	unstructured.RemoveNestedField(u.Object, "spec", "template")
+	if spec, ok := u.Object["spec"].(map[string]any); ok && labels != nil {
+		spec["template"] = map[string]any{"metadata": map[string]any{"labels": labels}}
+	}
 	return u, nil
 }
 

@@ -36,6 +36,28 @@ func TestTemplateHashComparesAsAgonesDoes(t *testing.T) {
 	assert.NotEqual(t, templateHash(user), templateHash(image))
 }
 
+// TestTrimmingKeepsTheGameServersLabels: the informer's copy of a Fleet
+// loses its template but the template's labels, which Project reads.
+func TestTrimmingKeepsTheGameServersLabels(t *testing.T) {
+	obj := fleetObject(t, fullFleet)
+	_, want, err := Projection{}.Project("pc", obj)
+	require.NoError(t, err)
+	trimmed, err := trimTemplate(obj.DeepCopy())
+	require.NoError(t, err)
+	u := trimmed.(*unstructured.Unstructured)
+	tmpl, _, _ := unstructured.NestedMap(u.Object, "spec", "template")
+	assert.Equal(t, map[string]any{"metadata": map[string]any{"labels": map[string]any{"mode": "ranked", "app.kubernetes.io/version": "1.42.0"}}}, tmpl)
+	_, got, err := Projection{}.Project("pc", u)
+	require.NoError(t, err)
+	assert.Equal(t, want.GameServerLabels, got.GameServerLabels)
+
+	bare := fleetObject(t, `{metadata: {name: a, namespace: b}, spec: {template: {spec: {}}}}`)
+	trimmed, err = trimTemplate(bare)
+	require.NoError(t, err)
+	_, found, _ := unstructured.NestedFieldNoCopy(trimmed.(*unstructured.Unstructured).Object, "spec", "template")
+	assert.False(t, found, "no labels: no template left")
+}
+
 func TestProjectAutoscalerPolicies(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -58,6 +58,7 @@ func (p Projection) Project(cluster string, obj *unstructured.Unstructured) (fle
 			Counters: r.aggregates("status", "counters"),
 			Lists:    r.aggregates("status", "lists"),
 		},
+		GameServerLabels: r.stringMap("spec", "template", "metadata", "labels"),
 	}
 	if r.err != nil {
 		return k, fleet.State{}, fmt.Errorf("project fleet %s: %w", k, r.err)
@@ -183,6 +184,33 @@ func (r *reader) aggregates(path ...string) map[string]fleet.Aggregate {
 		if sub.err != nil && r.err == nil {
 			r.err = fmt.Errorf("%s.%w", strings.Join(path, "."), sub.err)
 		}
+	}
+	return out
+}
+
+// stringMap reads an object of strings, such as labels; nil when absent
+// or empty.
+func (r *reader) stringMap(path ...string) map[string]string {
+	v, ok := r.get(path...)
+	if !ok {
+		return nil
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		r.fail(path, "an object", v)
+		return nil
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for _, k := range sortedKeys(m) {
+		s, isString := m[k].(string)
+		if !isString {
+			r.fail(append(path, k), "a string", m[k])
+			return nil
+		}
+		out[k] = s
 	}
 	return out
 }

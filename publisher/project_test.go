@@ -42,7 +42,10 @@ spec:
   strategy:
     type: RollingUpdate
     rollingUpdate: {maxSurge: 25%}
-  template: {spec: {}}
+  template:
+    metadata:
+      labels: {mode: ranked, app.kubernetes.io/version: "1.42.0"}
+    spec: {}
 status:
   replicas: 10
   readyReplicas: 7
@@ -76,6 +79,7 @@ func TestProject(t *testing.T) {
 			Counters: map[string]fleet.Aggregate{"rooms": {Count: 14, Capacity: 40, AllocatedCount: 9, AllocatedCapacity: 8}},
 			Lists:    map[string]fleet.Aggregate{"players": {Count: 12, Capacity: 100}},
 		},
+		GameServerLabels: map[string]string{"mode": "ranked", "app.kubernetes.io/version": "1.42.0"},
 	}, s)
 	require.NoError(t, s.Validate())
 
@@ -104,6 +108,7 @@ func TestProjectRejectsWrongTypes(t *testing.T) {
 		"status.counters":      `{metadata: {name: a, namespace: b}, status: {counters: [1]}}`,
 		"rooms.count":          `{metadata: {name: a, namespace: b}, status: {counters: {rooms: {count: 1.5}}}}`,
 		"status.players":       `{metadata: {name: a, namespace: b}, status: {players: 3}}`,
+		"labels.mode":          `{metadata: {name: a, namespace: b}, spec: {template: {metadata: {labels: {mode: 3}}}}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := Projection{}.Project("pc", fleetObject(t, y))

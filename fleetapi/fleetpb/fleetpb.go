@@ -27,6 +27,7 @@ func Fleet(f fleetapi.Fleet) *fleetcastv1.FleetInformation {
 		ObservedTime: timestamppb.New(f.ObservedAt), LagMillis: f.LagMillis, Stale: f.Stale,
 		Version: &fleetcastv1.Version{Term: f.Version.Term, Seq: f.Version.Seq}, Scheduling: f.Scheduling,
 		Degraded: f.Degraded, Annotations: f.Annotations, Rollout: rollout(f.Rollout), Autoscalers: autoscalers(f.Autoscalers),
+		GameServerLabels: labelsOf(f.GameServerLabels),
 	}
 }
 
@@ -40,6 +41,7 @@ func FromFleet(m *fleetcastv1.FleetInformation) fleetapi.Fleet {
 		Counters: fromAggregates(m.GetCounters()), Lists: fromAggregates(m.GetLists()), ObservedAt: m.GetObservedTime().AsTime(),
 		LagMillis: m.GetLagMillis(), Version: fleet.Version{Term: m.GetVersion().GetTerm(), Seq: m.GetVersion().GetSeq()},
 		Stale: m.GetStale(), Degraded: m.GetDegraded(), Rollout: fromRollout(m.GetRollout()), Autoscalers: fromAutoscalers(m.GetAutoscalers()),
+		GameServerLabels: nilIfEmpty(labelMap(m.GetGameServerLabels())),
 	}
 }
 

@@ -537,9 +537,14 @@ type FleetInformation struct {
 	Rollout *Rollout `protobuf:"bytes,21,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	// The FleetAutoscalers targeting the fleet, by name. More than one is a
 	// misconfiguration, shown as it is.
-	Autoscalers   []*Autoscaler `protobuf:"bytes,22,rep,name=autoscalers,proto3" json:"autoscalers,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Autoscalers []*Autoscaler `protobuf:"bytes,22,rep,name=autoscalers,proto3" json:"autoscalers,omitempty"`
+	// The labels the fleet's template gives each of its game servers
+	// (spec.template.metadata.labels), by key, which an allocation's
+	// gameServerSelectors match; Agones adds agones.dev/fleet and
+	// agones.dev/gameserverset to them.
+	GameServerLabels []*Label `protobuf:"bytes,23,rep,name=game_server_labels,json=gameServerLabels,proto3" json:"game_server_labels,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FleetInformation) Reset() {
@@ -722,6 +727,13 @@ func (x *FleetInformation) GetRollout() *Rollout {
 func (x *FleetInformation) GetAutoscalers() []*Autoscaler {
 	if x != nil {
 		return x.Autoscalers
+	}
+	return nil
+}
+
+func (x *FleetInformation) GetGameServerLabels() []*Label {
+	if x != nil {
+		return x.GameServerLabels
 	}
 	return nil
 }
@@ -2934,7 +2946,8 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"total_size\x18\x03 \x01(\x05R\ttotalSize\"/\n" +
 	"\x05Label\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xe6\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xa9\n" +
+	"\n" +
 	"\x10FleetInformation\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1d\n" +
 	"\n" +
@@ -2962,7 +2975,8 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\bdegraded\x18\x13 \x01(\tR\bdegraded\x12Q\n" +
 	"\vannotations\x18\x14 \x03(\v2/.fleetcast.v1.FleetInformation.AnnotationsEntryR\vannotations\x12/\n" +
 	"\arollout\x18\x15 \x01(\v2\x15.fleetcast.v1.RolloutR\arollout\x12:\n" +
-	"\vautoscalers\x18\x16 \x03(\v2\x18.fleetcast.v1.AutoscalerR\vautoscalers\x1aT\n" +
+	"\vautoscalers\x18\x16 \x03(\v2\x18.fleetcast.v1.AutoscalerR\vautoscalers\x12A\n" +
+	"\x12game_server_labels\x18\x17 \x03(\v2\x13.fleetcast.v1.LabelR\x10gameServerLabels\x1aT\n" +
 	"\rCountersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
 	"\x05value\x18\x02 \x01(\v2\x17.fleetcast.v1.AggregateR\x05value:\x028\x01\x1aQ\n" +
@@ -3238,60 +3252,61 @@ var file_fleetcast_v1_information_proto_depIdxs = []int32{
 	41, // 9: fleetcast.v1.FleetInformation.annotations:type_name -> fleetcast.v1.FleetInformation.AnnotationsEntry
 	8,  // 10: fleetcast.v1.FleetInformation.rollout:type_name -> fleetcast.v1.Rollout
 	10, // 11: fleetcast.v1.FleetInformation.autoscalers:type_name -> fleetcast.v1.Autoscaler
-	9,  // 12: fleetcast.v1.Rollout.sets:type_name -> fleetcast.v1.GameServerSet
-	11, // 13: fleetcast.v1.Autoscaler.policy:type_name -> fleetcast.v1.AutoscalerPolicy
-	44, // 14: fleetcast.v1.Autoscaler.last_scale_time:type_name -> google.protobuf.Timestamp
-	3,  // 15: fleetcast.v1.WatchFleetsRequest.filter:type_name -> fleetcast.v1.FleetFilter
-	17, // 16: fleetcast.v1.WatchFleetsResponse.fleet:type_name -> fleetcast.v1.FleetChange
-	18, // 17: fleetcast.v1.WatchFleetsResponse.cluster:type_name -> fleetcast.v1.ClusterChange
-	19, // 18: fleetcast.v1.WatchFleetsResponse.synced:type_name -> fleetcast.v1.Synced
-	21, // 19: fleetcast.v1.WatchFleetsResponse.heartbeat:type_name -> fleetcast.v1.Heartbeat
-	20, // 20: fleetcast.v1.WatchFleetsResponse.restart:type_name -> fleetcast.v1.Restart
-	1,  // 21: fleetcast.v1.FleetChange.type:type_name -> fleetcast.v1.ChangeType
-	7,  // 22: fleetcast.v1.FleetChange.fleet:type_name -> fleetcast.v1.FleetInformation
-	28, // 23: fleetcast.v1.ClusterChange.cluster:type_name -> fleetcast.v1.Cluster
-	44, // 24: fleetcast.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	7,  // 25: fleetcast.v1.GetFleetResponse.fleet_information:type_name -> fleetcast.v1.FleetInformation
-	28, // 26: fleetcast.v1.GetClusterResponse.cluster:type_name -> fleetcast.v1.Cluster
-	28, // 27: fleetcast.v1.ListClustersResponse.clusters:type_name -> fleetcast.v1.Cluster
-	6,  // 28: fleetcast.v1.Cluster.labels:type_name -> fleetcast.v1.Label
-	29, // 29: fleetcast.v1.Cluster.publisher:type_name -> fleetcast.v1.Publisher
-	44, // 30: fleetcast.v1.Cluster.heartbeat_time:type_name -> google.protobuf.Timestamp
-	30, // 31: fleetcast.v1.Cluster.totals:type_name -> fleetcast.v1.FleetTotals
-	12, // 32: fleetcast.v1.FleetTotals.players:type_name -> fleetcast.v1.Capacity
-	42, // 33: fleetcast.v1.FleetTotals.counters:type_name -> fleetcast.v1.FleetTotals.CountersEntry
-	43, // 34: fleetcast.v1.FleetTotals.lists:type_name -> fleetcast.v1.FleetTotals.ListsEntry
-	33, // 35: fleetcast.v1.LabelValuesResponse.values:type_name -> fleetcast.v1.LabelValue
-	3,  // 36: fleetcast.v1.PlaceRequest.filter:type_name -> fleetcast.v1.FleetFilter
-	35, // 37: fleetcast.v1.PlaceRequest.policy:type_name -> fleetcast.v1.PlacementRule
-	37, // 38: fleetcast.v1.PlaceResponse.placements:type_name -> fleetcast.v1.Placement
-	38, // 39: fleetcast.v1.PlaceResponse.left_out:type_name -> fleetcast.v1.LeftOut
-	6,  // 40: fleetcast.v1.Placement.labels:type_name -> fleetcast.v1.Label
-	44, // 41: fleetcast.v1.Placement.observed_time:type_name -> google.protobuf.Timestamp
-	2,  // 42: fleetcast.v1.LeftOut.reason:type_name -> fleetcast.v1.LeftOutReason
-	13, // 43: fleetcast.v1.FleetInformation.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
-	13, // 44: fleetcast.v1.FleetInformation.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
-	13, // 45: fleetcast.v1.FleetTotals.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
-	13, // 46: fleetcast.v1.FleetTotals.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
-	4,  // 47: fleetcast.v1.InformationService.Inform:input_type -> fleetcast.v1.InformRequest
-	15, // 48: fleetcast.v1.InformationService.WatchFleets:input_type -> fleetcast.v1.WatchFleetsRequest
-	22, // 49: fleetcast.v1.InformationService.GetFleet:input_type -> fleetcast.v1.GetFleetRequest
-	26, // 50: fleetcast.v1.InformationService.ListClusters:input_type -> fleetcast.v1.ListClustersRequest
-	24, // 51: fleetcast.v1.InformationService.GetCluster:input_type -> fleetcast.v1.GetClusterRequest
-	31, // 52: fleetcast.v1.InformationService.LabelValues:input_type -> fleetcast.v1.LabelValuesRequest
-	34, // 53: fleetcast.v1.InformationService.Place:input_type -> fleetcast.v1.PlaceRequest
-	5,  // 54: fleetcast.v1.InformationService.Inform:output_type -> fleetcast.v1.InformResponse
-	16, // 55: fleetcast.v1.InformationService.WatchFleets:output_type -> fleetcast.v1.WatchFleetsResponse
-	23, // 56: fleetcast.v1.InformationService.GetFleet:output_type -> fleetcast.v1.GetFleetResponse
-	27, // 57: fleetcast.v1.InformationService.ListClusters:output_type -> fleetcast.v1.ListClustersResponse
-	25, // 58: fleetcast.v1.InformationService.GetCluster:output_type -> fleetcast.v1.GetClusterResponse
-	32, // 59: fleetcast.v1.InformationService.LabelValues:output_type -> fleetcast.v1.LabelValuesResponse
-	36, // 60: fleetcast.v1.InformationService.Place:output_type -> fleetcast.v1.PlaceResponse
-	54, // [54:61] is the sub-list for method output_type
-	47, // [47:54] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	6,  // 12: fleetcast.v1.FleetInformation.game_server_labels:type_name -> fleetcast.v1.Label
+	9,  // 13: fleetcast.v1.Rollout.sets:type_name -> fleetcast.v1.GameServerSet
+	11, // 14: fleetcast.v1.Autoscaler.policy:type_name -> fleetcast.v1.AutoscalerPolicy
+	44, // 15: fleetcast.v1.Autoscaler.last_scale_time:type_name -> google.protobuf.Timestamp
+	3,  // 16: fleetcast.v1.WatchFleetsRequest.filter:type_name -> fleetcast.v1.FleetFilter
+	17, // 17: fleetcast.v1.WatchFleetsResponse.fleet:type_name -> fleetcast.v1.FleetChange
+	18, // 18: fleetcast.v1.WatchFleetsResponse.cluster:type_name -> fleetcast.v1.ClusterChange
+	19, // 19: fleetcast.v1.WatchFleetsResponse.synced:type_name -> fleetcast.v1.Synced
+	21, // 20: fleetcast.v1.WatchFleetsResponse.heartbeat:type_name -> fleetcast.v1.Heartbeat
+	20, // 21: fleetcast.v1.WatchFleetsResponse.restart:type_name -> fleetcast.v1.Restart
+	1,  // 22: fleetcast.v1.FleetChange.type:type_name -> fleetcast.v1.ChangeType
+	7,  // 23: fleetcast.v1.FleetChange.fleet:type_name -> fleetcast.v1.FleetInformation
+	28, // 24: fleetcast.v1.ClusterChange.cluster:type_name -> fleetcast.v1.Cluster
+	44, // 25: fleetcast.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	7,  // 26: fleetcast.v1.GetFleetResponse.fleet_information:type_name -> fleetcast.v1.FleetInformation
+	28, // 27: fleetcast.v1.GetClusterResponse.cluster:type_name -> fleetcast.v1.Cluster
+	28, // 28: fleetcast.v1.ListClustersResponse.clusters:type_name -> fleetcast.v1.Cluster
+	6,  // 29: fleetcast.v1.Cluster.labels:type_name -> fleetcast.v1.Label
+	29, // 30: fleetcast.v1.Cluster.publisher:type_name -> fleetcast.v1.Publisher
+	44, // 31: fleetcast.v1.Cluster.heartbeat_time:type_name -> google.protobuf.Timestamp
+	30, // 32: fleetcast.v1.Cluster.totals:type_name -> fleetcast.v1.FleetTotals
+	12, // 33: fleetcast.v1.FleetTotals.players:type_name -> fleetcast.v1.Capacity
+	42, // 34: fleetcast.v1.FleetTotals.counters:type_name -> fleetcast.v1.FleetTotals.CountersEntry
+	43, // 35: fleetcast.v1.FleetTotals.lists:type_name -> fleetcast.v1.FleetTotals.ListsEntry
+	33, // 36: fleetcast.v1.LabelValuesResponse.values:type_name -> fleetcast.v1.LabelValue
+	3,  // 37: fleetcast.v1.PlaceRequest.filter:type_name -> fleetcast.v1.FleetFilter
+	35, // 38: fleetcast.v1.PlaceRequest.policy:type_name -> fleetcast.v1.PlacementRule
+	37, // 39: fleetcast.v1.PlaceResponse.placements:type_name -> fleetcast.v1.Placement
+	38, // 40: fleetcast.v1.PlaceResponse.left_out:type_name -> fleetcast.v1.LeftOut
+	6,  // 41: fleetcast.v1.Placement.labels:type_name -> fleetcast.v1.Label
+	44, // 42: fleetcast.v1.Placement.observed_time:type_name -> google.protobuf.Timestamp
+	2,  // 43: fleetcast.v1.LeftOut.reason:type_name -> fleetcast.v1.LeftOutReason
+	13, // 44: fleetcast.v1.FleetInformation.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
+	13, // 45: fleetcast.v1.FleetInformation.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
+	13, // 46: fleetcast.v1.FleetTotals.CountersEntry.value:type_name -> fleetcast.v1.Aggregate
+	13, // 47: fleetcast.v1.FleetTotals.ListsEntry.value:type_name -> fleetcast.v1.Aggregate
+	4,  // 48: fleetcast.v1.InformationService.Inform:input_type -> fleetcast.v1.InformRequest
+	15, // 49: fleetcast.v1.InformationService.WatchFleets:input_type -> fleetcast.v1.WatchFleetsRequest
+	22, // 50: fleetcast.v1.InformationService.GetFleet:input_type -> fleetcast.v1.GetFleetRequest
+	26, // 51: fleetcast.v1.InformationService.ListClusters:input_type -> fleetcast.v1.ListClustersRequest
+	24, // 52: fleetcast.v1.InformationService.GetCluster:input_type -> fleetcast.v1.GetClusterRequest
+	31, // 53: fleetcast.v1.InformationService.LabelValues:input_type -> fleetcast.v1.LabelValuesRequest
+	34, // 54: fleetcast.v1.InformationService.Place:input_type -> fleetcast.v1.PlaceRequest
+	5,  // 55: fleetcast.v1.InformationService.Inform:output_type -> fleetcast.v1.InformResponse
+	16, // 56: fleetcast.v1.InformationService.WatchFleets:output_type -> fleetcast.v1.WatchFleetsResponse
+	23, // 57: fleetcast.v1.InformationService.GetFleet:output_type -> fleetcast.v1.GetFleetResponse
+	27, // 58: fleetcast.v1.InformationService.ListClusters:output_type -> fleetcast.v1.ListClustersResponse
+	25, // 59: fleetcast.v1.InformationService.GetCluster:output_type -> fleetcast.v1.GetClusterResponse
+	32, // 60: fleetcast.v1.InformationService.LabelValues:output_type -> fleetcast.v1.LabelValuesResponse
+	36, // 61: fleetcast.v1.InformationService.Place:output_type -> fleetcast.v1.PlaceResponse
+	55, // [55:62] is the sub-list for method output_type
+	48, // [48:55] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_fleetcast_v1_information_proto_init() }

@@ -92,7 +92,7 @@ locals {
   # expireAt, which have resources of their own): google_firestore_field.
   # fleet_unindexed.
   fleet_unindexed_fields = ["uid", "labels", "spec", "status", "degraded", "rollout", "autoscalers", "publisher",
-  "version", "observedAt", "ingestedAt", "lagMillis", "docID", "docIDHash", "feedShard", "writtenAt", "namespace", "name"]
+  "version", "observedAt", "ingestedAt", "lagMillis", "docID", "docIDHash", "feedShard", "writtenAt", "namespace", "name", "gameServerLabels"]
   # Every message that can still reach the ingest function — waiting in its
   # subscription, then in the dead-letter subscription, or replayed from the
   # topic — must be younger than a tombstone's lifetime: an event older than
