@@ -45,6 +45,15 @@ func ValidateClusterName(name string) error {
 	return nil
 }
 
+// ValidateNamespace reports whether name is a valid Kubernetes namespace:
+// a DNS-1123 label.
+func ValidateNamespace(name string) error {
+	if err := validateDNSLabel(name); err != nil {
+		return fmt.Errorf("%w: namespace %q: %v", ErrInvalid, name, err)
+	}
+	return nil
+}
+
 // Ref returns the key's namespace and name.
 func (k Key) Ref() FleetRef { return FleetRef{Namespace: k.Namespace, Name: k.Name} }
 

@@ -284,7 +284,7 @@ func TestTheCLIReadsLikeKubectls(t *testing.T) {
 var layers = [][]string{
 	{"fleet", "logging", "telemetry", "schemas", "gen/", "version"},                         // the domain, the contracts, telemetry and the release
 	{"firestoredb", "fleetview", "fleetapi", "pubsubtopic", "publisher"},                    // adapters, the view engine, the read model, the agent
-	{"fleetclient", "fleetwatch", "functions/", ".", "internal/build/"},                     // clients, the functions, build checks
+	{"fleetclient", "fleetwatch", "functions/", "allocator", ".", "internal/build/"},        // clients, the functions, the allocation service, build checks
 	{"internal/testenv", "internal/cli", "internal/demo"},                                   // what programs and tests run on
 	{"cmd/", "internal/cmd/", "examples/", "emulator-tests", "internal/house", "terraform"}, // programs, and tests of the whole
 }
