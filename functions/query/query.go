@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"cloud.google.com/go/firestore"
+
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
@@ -536,23 +538,35 @@ func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Hand
 		return nil, fmt.Errorf("configure the query API: %w", err)
 	}
 	log := logging.New(logs, cfg.LogLevel, logging.WithProject(fnruntime.Project(getenv)))
-	cfg.View.Log = log
 	fnruntime.Started(log, "QueryFleets")
+	svc, err := NewView(client, cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("configure the query API: %w", err)
+	}
+	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics), WithMetricsAccess(cfg.MetricsAccess),
+		WithVerifiedClientCert(cfg.VerifiedClientCertHeader)), nil
+}
+
+// NewView starts the view of the fleets that cfg configures over client:
+// every cluster's, or the partition's of VIEW_CLUSTERS. The query API
+// answers from it, and so does the allocation service
+// (cmd/fleetcast-allocator). It loads now, in the background: the
+// instance's first visitor does not pay for it (a function's first
+// request waits for the load it would have started anyway).
+func NewView(client *firestore.Client, cfg Config, log *slog.Logger) (*fleetapi.Service, error) {
+	cfg.View.Log = log
 	store := firestoredb.New(client, fleet.DefaultTombstoneRetention, time.Now).WithFeedShards(cfg.FeedShards)
 	var src fleetapi.Source = store
 	if len(cfg.View.Clusters) > 0 {
+		var err error
 		if src, err = store.Partition(cfg.View.Clusters); err != nil {
-			return nil, fmt.Errorf("configure the query API: VIEW_CLUSTERS: %w", err)
+			return nil, fmt.Errorf("VIEW_CLUSTERS: %w", err)
 		}
-		log.Info("query view holds a partition", "clusters", cfg.View.Clusters)
+		log.Info("the view holds a partition", "clusters", cfg.View.Clusters)
 	}
 	svc := fleetapi.NewService(src, cfg.View)
-	// The view loads now, in the background: the instance's first
-	// visitor does not pay for it (a function's first request waits for
-	// the load it would have started anyway).
 	svc.Start()
-	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics), WithMetricsAccess(cfg.MetricsAccess),
-		WithVerifiedClientCert(cfg.VerifiedClientCertHeader)), nil
+	return svc, nil
 }
 
 // defaultHandler serves the registered function: one Firestore client and

@@ -1,0 +1,103 @@
+package allocator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	pb "github.com/fleetcast/fleetcast/gen/agones/allocation"
+)
+
+// MaxRequestBytes bounds an allocation request, in gRPC and in JSON: the
+// largest one Parse accepts (16 selectors of 64 terms) is about 330 KB.
+const MaxRequestBytes = 1 << 20
+
+// RESTPath is where Agones' allocator takes the REST form of Allocate.
+const RESTPath = "/gameserverallocation"
+
+// Handler serves the allocation API on one port, as agones-allocator does:
+// gRPC (HTTP/2 requests of content type application/grpc) through srv,
+// and the REST form, POST /gameserverallocation with an AllocationRequest
+// as JSON, answered with an AllocationResponse or, as Agones' gateway
+// answers, {"code", "message", "details"} with the status's HTTP code.
+func Handler(s *Service, srv *grpc.Server) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(RESTPath, s.serveREST)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			srv.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *Service) serveREST(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeStatus(w, http.StatusMethodNotAllowed, status.Newf(codes.Unimplemented, "method %s not allowed: POST an AllocationRequest as JSON", r.Method))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, status.Errorf(codes.InvalidArgument, "the request is larger than %d bytes", MaxRequestBytes))
+		return
+	case err != nil:
+		writeError(w, status.Errorf(codes.InvalidArgument, "reading the request: %v", err))
+		return
+	}
+	var in pb.AllocationRequest
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &in); err != nil {
+		writeError(w, status.Errorf(codes.InvalidArgument, "the request is not an AllocationRequest in JSON: %v", err))
+		return
+	}
+	resp, err := s.Allocate(r.Context(), &in)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(resp)
+	if err != nil {
+		writeError(w, status.Errorf(codes.Internal, "encoding the response: %v", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+}
+
+// writeError answers a status as Agones' gateway does.
+func writeError(w http.ResponseWriter, err error) {
+	st := status.Convert(err)
+	writeStatus(w, runtime.HTTPStatusFromCode(st.Code()), st)
+}
+
+func writeStatus(w http.ResponseWriter, httpCode int, st *status.Status) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpCode)
+	_ = json.NewEncoder(w).Encode(struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Details []any  `json:"details"`
+	}{int(st.Code()), st.Message(), []any{}})
+}
+
+// ServerOptions are the gRPC server's: requests bounded by
+// MaxRequestBytes, and the service registered.
+func NewGRPCServer(s *Service, opts ...grpc.ServerOption) *grpc.Server {
+	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}, opts...)...)
+	pb.RegisterAllocationServiceServer(srv, s)
+	return srv
+}
+
+var _ = fmt.Sprint
