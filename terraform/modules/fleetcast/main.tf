@@ -64,9 +64,10 @@ locals {
     # Read by the Go runtime: collect garbage by the instance's memory
     # rather than at twice the live heap. A view of 10 000 fleets is some
     # 20 MB live, so at Go's default (GOGC=100) the garbage of the syncs
-    # and the heavy reads starts 12 to 16 collections a second, and each
-    # delays the reads by name (BENCHMARKS.md §5e). GOGC=400 makes them
-    # four times rarer; GOMEMLIMIT, 90% of query_memory, collects
+    # and the heavy reads starts 12 to 16 collections a second (measured
+    # with BenchmarkReaders), and each delays the reads by name
+    # (BENCHMARKS.md §5e). GOGC=400 makes them four times rarer;
+    # GOMEMLIMIT, 90% of query_memory, collects
     # sooner whenever the heap nears the instance's memory, so a view at
     # VIEW_MAX_BYTES still fits (docs/capacity.md). make bench runs
     # BenchmarkReaders with the same two (the cross-check test).
