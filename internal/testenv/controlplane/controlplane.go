@@ -44,10 +44,10 @@ const (
 	RequireEnv   = "REQUIRE_CONTROLPLANE"
 )
 
-// FleetCRD, GameServerSetCRD and FleetAutoscalerCRD are structural
-// subsets of Agones' CRDs, following their schemas for the fields the
-// publisher reads, with their subresources. Real clusters install Agones'
-// own.
+// FleetCRD, GameServerSetCRD, FleetAutoscalerCRD and GameServerCRD are
+// structural subsets of Agones' CRDs, following their schemas for the
+// fields the publisher reads (and, of GameServers, an allocation), with
+// their subresources. Real clusters install Agones' own.
 var (
 	//go:embed fleet-crd.yaml
 	FleetCRD []byte
@@ -55,6 +55,8 @@ var (
 	GameServerSetCRD []byte
 	//go:embed fleetautoscaler-crd.yaml
 	FleetAutoscalerCRD []byte
+	//go:embed gameserver-crd.yaml
+	GameServerCRD []byte
 )
 
 // ControlPlane is a running etcd and kube-apiserver on loopback ports.
@@ -101,7 +103,8 @@ func Require(tb testenv.TB, cp *ControlPlane, startErr error) *ControlPlane {
 
 // StartWithAgonesCRDs is what a test package's TestMain calls: when the
 // binaries are configured, it starts a control plane with the Fleet,
-// GameServerSet and FleetAutoscaler CRDs installed; when not, it returns nil and no error, and tests calling
+// GameServerSet, FleetAutoscaler and GameServer CRDs installed; when not,
+// it returns nil and no error, and tests calling
 // Require skip or fail.
 func StartWithAgonesCRDs() (*ControlPlane, error) {
 	if ok, _ := Available(); !ok {
@@ -331,15 +334,16 @@ func (cp *ControlPlane) Kubectl(ctx context.Context, args ...string) (string, er
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// InstallAgonesCRDs creates the Fleet, GameServerSet and FleetAutoscaler
-// CRDs (unless they exist) and waits until they are established.
+// InstallAgonesCRDs creates the Fleet, GameServerSet, FleetAutoscaler and
+// GameServer CRDs (unless they exist) and waits until they are
+// established.
 func (cp *ControlPlane) InstallAgonesCRDs(ctx context.Context) error {
 	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
 	if err != nil {
 		return err
 	}
 	var crds []*unstructured.Unstructured
-	for _, manifest := range [][]byte{FleetCRD, GameServerSetCRD, FleetAutoscalerCRD} {
+	for _, manifest := range [][]byte{FleetCRD, GameServerSetCRD, FleetAutoscalerCRD, GameServerCRD} {
 		var obj map[string]any
 		if err := yaml.Unmarshal(manifest, &obj); err != nil {
 			return fmt.Errorf("parse CRD: %w", err)
