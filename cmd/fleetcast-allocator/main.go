@@ -150,7 +150,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 		ms := &http.Server{Addr: c.metricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = ms.ListenAndServe() }()
+		go func() {
+			if err := ms.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("fleetcast-allocator: /metrics and /healthz are not served", "addr", c.metricsAddr, logging.KeyError, err.Error())
+			}
+		}()
 		defer ms.Close()
 	}
 	mode := "mutual TLS"
