@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -295,6 +296,9 @@ func (f *Forwarder) conn(p *Policy, addr string) (*conn, error) {
 	creds := newWatchedTLS(cfg)
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
+		// A span per try, a child of the request's; its trace context
+		// goes to the cluster's allocator.
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 			creds.record(err)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/fleetcast/fleetcast/gen/agones/allocation"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 // MaxRequestBytes bounds an allocation request, in gRPC and in JSON: the
@@ -24,21 +25,26 @@ const MaxRequestBytes = 1 << 20
 // RESTPath is where Agones' allocator takes the REST form of Allocate.
 const RESTPath = "/gameserverallocation"
 
+// AllocatePath is the gRPC method of Allocate, as a request's path.
+const AllocatePath = "/allocation.AllocationService/Allocate"
+
 // Handler serves the allocation API on one port, as agones-allocator does:
 // gRPC (HTTP/2 requests of content type application/grpc) through srv,
 // and the REST form, POST /gameserverallocation with an AllocationRequest
 // as JSON, answered with an AllocationResponse or, as Agones' gateway
 // answers, {"code", "message", "details"} with the status's HTTP code.
+// Each request is a span (telemetry.Handler), which the tries it
+// forwards are children of.
 func Handler(s *Service, srv *grpc.Server) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(RESTPath, s.serveREST)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return telemetry.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 			srv.ServeHTTP(w, r)
 			return
 		}
 		mux.ServeHTTP(w, r)
-	})
+	}), mux, AllocatePath)
 }
 
 func (s *Service) serveREST(w http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -25,8 +28,10 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi"
 	pb "github.com/fleetcast/fleetcast/gen/agones/allocation"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
+	"github.com/fleetcast/fleetcast/internal/testenv/otlptest"
 	"github.com/fleetcast/fleetcast/internal/testenv/testhttp"
 	"github.com/fleetcast/fleetcast/internal/testenv/tlstest"
+	"github.com/fleetcast/fleetcast/telemetry"
 )
 
 // front is the allocation service on one mutual-TLS port, as a
@@ -149,4 +154,33 @@ func TestServiceTakesAgonesRESTForm(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.EqualValues(t, codes.InvalidArgument, out["code"])
 	assert.Contains(t, out["message"], "not an AllocationRequest")
+}
+
+// TestEachAllocationIsATraceOfItsTries: a request is a span, and each try
+// it forwards a child of it, so that a trace shows which clusters were
+// tried and how long each took.
+func TestEachAllocationIsATraceOfItsTries(t *testing.T) {
+	spans := otlptest.Capture(t, telemetry.Config{Service: "test", SampleRatio: 1})
+	p := newPKI(t)
+	f := serveFront(t, p, p.serve(t, p.ca, answers(status.Error(codes.ResourceExhausted, "no game server"))), p.serve(t, p.ca, allocates("ranked-ps5-1")))
+	_, err := f.grpcClient(t, f.client).Allocate(t.Context(), &pb.AllocationRequest{Namespace: "games",
+		GameServerSelectors: []*pb.GameServerSelector{{MatchLabels: map[string]string{"mode": "ranked"}}}})
+	require.NoError(t, err)
+
+	var request tracetest.SpanStub
+	var tries []tracetest.SpanStub
+	for _, s := range spans.GetSpans() {
+		switch {
+		case s.Name == "POST "+AllocatePath:
+			request = s
+		case s.SpanKind == oteltrace.SpanKindClient && s.Name == strings.TrimPrefix(AllocatePath, "/"):
+			tries = append(tries, s)
+		}
+	}
+	require.True(t, request.SpanContext.IsValid(), "the request's span")
+	require.Len(t, tries, 2, "one span per try: the full cluster's, then the one that allocated")
+	for _, try := range tries {
+		assert.Equal(t, request.SpanContext.TraceID(), try.SpanContext.TraceID())
+		assert.Equal(t, request.SpanContext.SpanID(), try.Parent.SpanID(), "a try is a child of its request")
+	}
 }

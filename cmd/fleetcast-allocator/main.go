@@ -122,6 +122,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	// Spans as the query side's (TRACE_SAMPLE_RATIO): to Cloud Trace in
+	// the same project, a request's and each of its tries'.
+	if _, err := fnruntime.Tracing(ctx, getenv, "fleetcast-allocator", qcfg.TraceSampleRatio); err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := fnruntime.FlushTracing(fctx); err != nil {
+			fmt.Fprintf(stderr, "fleetcast-allocator: exporting the last spans: %v\n", err)
+		}
+	}()
 	client, err := fnruntime.Firestore(ctx, getenv)
 	if err != nil {
 		return err
