@@ -47,6 +47,9 @@ type ForwarderOptions struct {
 	Log *slog.Logger
 	// DialOptions are added to every connection's (tests).
 	DialOptions []grpc.DialOption
+	// Now is the clock tries are timed by, and deadlines read against
+	// (time.Now when nil).
+	Now func() time.Time
 }
 
 // Forwarder sends allocation requests to the clusters' allocators over
@@ -80,6 +83,9 @@ func NewForwarder(opts ForwarderOptions) *Forwarder {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	return &Forwarder{opts: opts, conns: map[string]*conn{}}
 }
@@ -186,7 +192,7 @@ func (f *Forwarder) tryEndpoints(ctx context.Context, in *pb.AllocationRequest, 
 			f.skipped(ctx, *try)
 			continue
 		}
-		start := time.Now()
+		start := f.opts.Now()
 		connectFor, err := f.timeLeft(ctx, cn, c.Policy.Cluster)
 		if err == nil {
 			err = f.ready(ctx, cn, connectFor)
@@ -194,7 +200,7 @@ func (f *Forwarder) tryEndpoints(ctx context.Context, in *pb.AllocationRequest, 
 				err = diagnose(ctx, cn, err)
 			}
 			if err != nil {
-				try.Took, try.Outcome, try.Err = time.Since(start), Unreachable, err
+				try.Took, try.Outcome, try.Err = f.opts.Now().Sub(start), Unreachable, err
 				if refusedCertificate(err) {
 					try.Outcome = CertificateRefused
 				}
@@ -204,11 +210,11 @@ func (f *Forwarder) tryEndpoints(ctx context.Context, in *pb.AllocationRequest, 
 			_, err = f.timeLeft(ctx, cn, c.Policy.Cluster) // connecting took some of it
 		}
 		if err != nil {
-			try.Took, try.Outcome, try.Err = time.Since(start), Failed, err
+			try.Took, try.Outcome, try.Err = f.opts.Now().Sub(start), Failed, err
 			return nil, true, err
 		}
 		resp, err := pb.NewAllocationServiceClient(cn.cc).Allocate(ctx, Narrow(in, c))
-		try.Took = time.Since(start)
+		try.Took = f.opts.Now().Sub(start)
 		switch code := status.Code(err); {
 		case err == nil:
 			cn.observe(try.Took)
@@ -327,11 +333,12 @@ func (f *Forwarder) timeLeft(ctx context.Context, c *conn, cluster string) (time
 		return f.opts.ConnectTimeout, nil
 	}
 	need := c.expected(f.opts.MinTry)
-	if spare := time.Until(left) - need; spare > 0 {
+	until := left.Sub(f.opts.Now())
+	if spare := until - need; spare > 0 {
 		return min(f.opts.ConnectTimeout, spare), nil
 	}
 	return 0, status.Errorf(codes.DeadlineExceeded, "%v left: too little to try cluster %s, whose tries take about %v",
-		max(0, time.Until(left)).Round(time.Millisecond), cluster, need)
+		max(0, until).Round(time.Millisecond), cluster, need)
 }
 
 // ready waits up to timeout for the connection to be ready; one that is

@@ -10,13 +10,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	testingclock "k8s.io/utils/clock/testing"
 
 	pb "github.com/fleetcast/fleetcast/gen/agones/allocation"
+	"github.com/fleetcast/fleetcast/internal/testenv/agonestest"
 	"github.com/fleetcast/fleetcast/internal/testenv/tlstest"
 )
 
@@ -57,14 +57,7 @@ func newPKI(t *testing.T) pki {
 // address.
 func (p pki) serve(t *testing.T, clientCA *tlstest.CA, a *stubAllocator) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{p.ca.Server(t, "agones-allocator").TLS(t)},
-		ClientCAs: clientCA.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})))
-	pb.RegisterAllocationServiceServer(srv, a)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
+	return agonestest.Serve(t, a, p.ca.Server(t, "agones-allocator").TLS(t), clientCA.Pool())
 }
 
 func (p pki) forwarder(t *testing.T, opts ForwarderOptions) *Forwarder {
@@ -173,15 +166,16 @@ func TestForwardNeverTriesAgainAfterWhatMayHaveAllocated(t *testing.T) {
 // the cluster's tries have taken, it is not tried.
 func TestForwardStartsNoTryTheDeadlineCannotHold(t *testing.T) {
 	p := newPKI(t)
+	clock := testingclock.NewFakeClock(time.Now())
 	slow := &stubAllocator{answer: func(context.Context, *pb.AllocationRequest) (*pb.AllocationResponse, error) {
-		time.Sleep(300 * time.Millisecond)
+		clock.Step(300 * time.Millisecond) // a try that takes 300 ms
 		return nil, status.Error(codes.ResourceExhausted, "no game server")
 	}}
 	cands := []Candidate{candidate("pc", p.serve(t, p.ca, slow))}
-	f := p.forwarder(t, ForwarderOptions{})
+	f := p.forwarder(t, ForwarderOptions{Now: clock.Now})
 	_, _, err := f.Allocate(t.Context(), request(), cands, none) // learns that its tries take 300 ms
 	require.Equal(t, codes.ResourceExhausted, status.Code(err))
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	ctx, cancel := context.WithDeadline(t.Context(), clock.Now().Add(100*time.Millisecond))
 	defer cancel()
 	_, tries, err := f.Allocate(ctx, request(), cands, none)
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err))

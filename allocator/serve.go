@@ -3,7 +3,6 @@ package allocator
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -98,12 +97,10 @@ func writeStatus(w http.ResponseWriter, httpCode int, st *status.Status) {
 	}{int(st.Code()), st.Message(), []any{}})
 }
 
-// ServerOptions are the gRPC server's: requests bounded by
-// MaxRequestBytes, and the service registered.
+// NewGRPCServer returns a gRPC server of s, its requests bounded by
+// MaxRequestBytes.
 func NewGRPCServer(s *Service, opts ...grpc.ServerOption) *grpc.Server {
 	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}, opts...)...)
 	pb.RegisterAllocationServiceServer(srv, s)
 	return srv
 }
-
-var _ = fmt.Sprint

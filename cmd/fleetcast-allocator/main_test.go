@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,6 +23,7 @@ import (
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	pb "github.com/fleetcast/fleetcast/gen/agones/allocation"
+	"github.com/fleetcast/fleetcast/internal/testenv/agonestest"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
 	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
 	"github.com/fleetcast/fleetcast/internal/testenv/tlstest"
@@ -128,14 +128,7 @@ func (s *stub) requests() []*pb.AllocationRequest {
 }
 
 func (f files) serveStub(t *testing.T, s *stub) string {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{f.agones.Server(t, "agones-allocator").TLS(t)},
-		ClientCAs: f.agones.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})))
-	pb.RegisterAllocationServiceServer(srv, s)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
+	return agonestest.Serve(t, s, f.agones.Server(t, "agones-allocator").TLS(t), f.agones.Pool())
 }
 
 var serving = regexp.MustCompile(`allocation API on (\S+) `)

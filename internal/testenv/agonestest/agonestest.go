@@ -150,10 +150,17 @@ func response(gs *unstructured.Unstructured) *pb.AllocationResponse {
 	return out
 }
 
-// Serve serves a on the loopback over mutual TLS, with the server
-// certificate cert, to clients whose certificates clientCAs signed, until
-// the test ends; it returns the address.
+// Serve serves a on the loopback over mutual TLS (Serve).
 func (a *Allocator) Serve(tb testing.TB, cert tls.Certificate, clientCAs *x509.CertPool) string {
+	tb.Helper()
+	return Serve(tb, a, cert, clientCAs)
+}
+
+// Serve serves an allocation service on the loopback over mutual TLS, as
+// agones-allocator does, with the server certificate cert, to clients
+// whose certificates clientCAs signed, until the test ends; it returns
+// the address.
+func Serve(tb testing.TB, a pb.AllocationServiceServer, cert tls.Certificate, clientCAs *x509.CertPool) string {
 	tb.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
