@@ -23,7 +23,7 @@ BENCHFLAGS ?=
 # The garbage collector's settings of a deployed query instance (the
 # Terraform module's GOGC and GOMEMLIMIT), which BenchmarkReaders, the
 # instance, runs with; the Terraform cross-check test holds them equal.
-QUERY_GC := GOGC=400 GOMEMLIMIT=460MiB
+QUERY_GC := GOGC=off GOMEMLIMIT=460MiB
 # How long make demo runs; 0 = until Ctrl-C.
 DURATION ?= 0
 

@@ -64,7 +64,8 @@ var (
 // instance-gc/s-* its garbage collections a second. make bench runs it
 // with the deployed instance's GOGC and GOMEMLIMIT (QUERY_GC): at Go's
 // defaults the collections the hostile readers' garbage starts are what
-// the bystander waits for.
+// the bystander waits for, and any GOGC paces a small view's collections
+// faster than a large one's.
 func BenchmarkReaders(b *testing.B) {
 	for _, s := range strings.Split(*readersFleets, ",") {
 		var n int

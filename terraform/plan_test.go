@@ -338,16 +338,26 @@ func queryGC(tb testing.TB, serviceConfig map[string]any) error {
 	if err != nil {
 		return err
 	}
-	gogc, _ := env["GOGC"].(string)
-	if n, err := strconv.Atoi(gogc); err != nil || n < 100 {
-		return fmt.Errorf("GOGC %q: want a percentage of at least Go's default, 100", gogc)
-	}
 	limit, err := goMemLimit(fmt.Sprint(env["GOMEMLIMIT"]))
 	if err != nil {
 		return err
 	}
 	if limit < 0.8*mem || limit > 0.95*mem {
 		return fmt.Errorf("GOMEMLIMIT %v: want 80%% to 95%% of the instance's %s", env["GOMEMLIMIT"], serviceConfig["available_memory"])
+	}
+	gogc, _ := env["GOGC"].(string)
+	if gogc == "off" {
+		// The collector then runs only as the heap nears the limit: the
+		// view, the live heap's bulk, must leave it room to work in.
+		view, err := memoryBytes(fmt.Sprint(env["VIEW_MAX_BYTES"]))
+		if err != nil {
+			return fmt.Errorf("VIEW_MAX_BYTES: %w", err)
+		}
+		if view > limit/2 {
+			return fmt.Errorf("VIEW_MAX_BYTES %v with GOGC=off: want at most half of GOMEMLIMIT %v, or the collector runs without rest", env["VIEW_MAX_BYTES"], env["GOMEMLIMIT"])
+		}
+	} else if n, err := strconv.Atoi(gogc); err != nil || n < 100 {
+		return fmt.Errorf("GOGC %q: want off or a percentage of at least Go's default, 100", gogc)
 	}
 	m := regexp.MustCompile(`(?m)^QUERY_GC := (.*)$`).FindSubmatch(mustRead(tb, "../Makefile"))
 	if m == nil {
@@ -373,18 +383,23 @@ func goMemLimit(s string) (float64, error) {
 }
 
 // TestQueryGCRule guards the rule: it fails on a limit Go would not
-// parse, one past the instance's memory, a GOGC below Go's default, and
-// settings other than the benchmark's.
+// parse, one past the instance's memory, a GOGC below Go's default, a view
+// that leaves the collector too little of the limit, and settings other
+// than the benchmark's.
 func TestQueryGCRule(t *testing.T) {
-	sc := func(memory, gogc, limit string) map[string]any {
-		return map[string]any{"available_memory": memory, "environment_variables": map[string]any{"GOGC": gogc, "GOMEMLIMIT": limit}}
+	sc := func(memory, gogc, limit, view string) map[string]any {
+		return map[string]any{"available_memory": memory, "environment_variables": map[string]any{"GOGC": gogc, "GOMEMLIMIT": limit, "VIEW_MAX_BYTES": view}}
 	}
-	assert.NoError(t, queryGC(t, sc("512Mi", "400", "460MiB")))
-	assert.ErrorContains(t, queryGC(t, sc("512Mi", "400", "460MB")), "not a size")
-	assert.ErrorContains(t, queryGC(t, sc("512Mi", "400", "512MiB")), "80% to 95%")
-	assert.ErrorContains(t, queryGC(t, sc("1Gi", "400", "460MiB")), "80% to 95%")
-	assert.ErrorContains(t, queryGC(t, sc("512Mi", "50", "460MiB")), "at least Go's default")
-	assert.ErrorContains(t, queryGC(t, sc("512Mi", "200", "460MiB")), "QUERY_GC")
+	assert.NoError(t, queryGC(t, sc("512Mi", "off", "460MiB", "160Mi")))
+	assert.NoError(t, queryGC(t, sc("512Mi", "off", "460MiB", "230Mi")))
+	assert.ErrorContains(t, queryGC(t, sc("512Mi", "off", "460MiB", "231Mi")), "at most half of GOMEMLIMIT")
+	assert.ErrorContains(t, queryGC(t, sc("512Mi", "off", "460MiB", "lots")), "VIEW_MAX_BYTES")
+	assert.ErrorContains(t, queryGC(t, sc("512Mi", "off", "460MB", "160Mi")), "not a size")
+	assert.ErrorContains(t, queryGC(t, sc("512Mi", "off", "512MiB", "160Mi")), "80% to 95%")
+	assert.ErrorContains(t, queryGC(t, sc("1Gi", "off", "460MiB", "160Mi")), "80% to 95%")
+	assert.ErrorContains(t, queryGC(t, sc("512Mi", "50", "460MiB", "160Mi")), "at least Go's default")
+	assert.ErrorContains(t, queryGC(t, sc("512Mi", "", "460MiB", "160Mi")), "at least Go's default")
+	assert.ErrorContains(t, queryGC(t, sc("512Mi", "400", "460MiB", "160Mi")), "QUERY_GC")
 }
 
 // TestFunctionTimeoutRule guards the rule: it fails where Cloud Functions

@@ -62,16 +62,18 @@ locals {
     # (query_functions).
     VIEW_CLUSTERS = ""
     # Read by the Go runtime: collect garbage by the instance's memory
-    # rather than at twice the live heap. A view of 10 000 fleets is some
-    # 20 MB live, so at Go's default (GOGC=100) the garbage of the syncs
-    # and the heavy reads starts 12 to 16 collections a second (measured
-    # with BenchmarkReaders), and each delays the reads by name
-    # (BENCHMARKS.md §5e). GOGC=400 makes them four times rarer;
-    # GOMEMLIMIT, 90% of query_memory, collects
-    # sooner whenever the heap nears the instance's memory, so a view at
-    # VIEW_MAX_BYTES still fits (docs/capacity.md). make bench runs
-    # BenchmarkReaders with the same two (the cross-check test).
-    GOGC       = "400"
+    # rather than by the live heap. A view of 10 000 fleets is some 20 MB
+    # live, so at Go's default (GOGC=100) the garbage of the syncs and the
+    # heavy reads starts 12 to 16 collections a second (measured with
+    # BenchmarkReaders), and each delays the reads by name (BENCHMARKS.md
+    # §5e); any GOGC paces a small view more often than a large one. With
+    # GOGC=off the collector runs only as the heap nears GOMEMLIMIT, 90%
+    # of query_memory, whatever the view's size. It is safe because the
+    # view is bounded: query_max_view_bytes is at most half of the limit
+    # (its validation), so the collector always has room to work
+    # (docs/capacity.md). make bench runs BenchmarkReaders with the same
+    # two (the plan test holds them equal).
+    GOGC       = "off"
     GOMEMLIMIT = "460MiB"
   })
   # The memory of a query instance, function or service.

@@ -342,11 +342,17 @@ variable "query_max_streams" {
 
 variable "query_max_view_bytes" {
   type        = string
-  description = "The fleet documents one query instance holds in memory (VIEW_MAX_BYTES, a quantity such as 160Mi): 10 000 fleets at their largest take about 130 MiB. Past it the cluster whose fleets take the most is left out, reported stale and overBudget, until a full load finds room. Keep it well below the instance's 512 MiB."
+  description = "The fleet documents one query instance holds in memory (VIEW_MAX_BYTES, a quantity such as 160Mi): 10 000 fleets at their largest take about 130 MiB. Past it the cluster whose fleets take the most is left out, reported stale and overBudget, until a full load finds room. At most 230Mi, half of the instance's memory limit, which the garbage collector needs to work in (docs/capacity.md)."
   default     = "160Mi"
   validation {
     condition     = can(regex("^[1-9][0-9]*(Ki|Mi|Gi)?$", var.query_max_view_bytes))
     error_message = "query_max_view_bytes must be a positive number of bytes or a quantity in Ki, Mi or Gi, such as 160Mi."
+  }
+  validation {
+    # A query instance's collector runs by its memory limit (GOGC=off,
+    # GOMEMLIMIT=460MiB): it needs the view to leave it half of the limit.
+    condition     = try(tonumber(regex("^[0-9]+", var.query_max_view_bytes)) * lookup({ Ki = 1024, Mi = 1048576, Gi = 1073741824 }, try(regex("(Ki|Mi|Gi)$", var.query_max_view_bytes)[0], ""), 1) <= 230 * 1048576, false)
+    error_message = "query_max_view_bytes must be at most 230Mi, half of a query instance's memory limit (GOMEMLIMIT=460MiB): the garbage collector, paced by that limit, needs the other half to work in."
   }
 }
 
