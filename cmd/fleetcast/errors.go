@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fleetcast/fleetcast/allocator"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetclient"
 )
@@ -31,6 +35,12 @@ func exitCode(err error) int {
 	if _, ok := errors.AsType[usageError](err); ok {
 		return exitUsage
 	}
+	if e, ok := errors.AsType[allocationError](err); ok {
+		if code, ok := exitCodes[e.code]; ok {
+			return code
+		}
+		return exitError
+	}
 	if code, ok := exitCodes[fleetapi.CodeOf(err)]; ok {
 		return code
 	}
@@ -49,6 +59,9 @@ var exitCodes = map[fleetapi.Code]int{
 // message is err as the one line the CLI prints, with what to do.
 func message(err error, g *global) string {
 	msg := err.Error()
+	if _, ok := errors.AsType[allocationError](err); ok {
+		return msg // says what to do already
+	}
 	switch exitCode(err) {
 	case exitUnavailable:
 		where := "Firestore (project " + g.project + ")"
@@ -99,3 +112,45 @@ func apiError(err error) error {
 	}
 	return fmt.Errorf("--api: %w", err)
 }
+
+// allocationFailed is the error of an allocation no cluster made, coded
+// for the exit code: every cluster full (3), none reachable (4), every
+// one refusing the certificates (5), one that may have allocated (1).
+func allocationFailed(err error, tries []allocator.Try) error {
+	st := status.Convert(err)
+	code := fleetapi.Internal
+	switch st.Code() {
+	case codes.ResourceExhausted:
+		code = fleetapi.NotFound
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		code = fleetapi.Unavailable
+		refused := len(tries) > 0
+		for _, t := range tries {
+			refused = refused && t.Outcome == allocator.CertificateRefused
+		}
+		if refused {
+			code = fleetapi.PermissionDenied
+		}
+	case codes.InvalidArgument:
+		code = fleetapi.InvalidArgument
+	}
+	msg := st.Message()
+	switch code {
+	case fleetapi.Unavailable:
+		msg += " (check that the allocators are reachable from here, or name them with --endpoint; raise --request-timeout or --connect-timeout)"
+	case fleetapi.PermissionDenied:
+		msg += " (check that --tls-cert is signed by a CA the allocators trust, and --tls-ca signed their server certificates)"
+	case fleetapi.Internal:
+		msg += " (look up the game server in that cluster before allocating again)"
+	}
+	return allocationError{code: code, msg: msg}
+}
+
+// allocationError is the error of allocators, not of the read side: its
+// message says what to do, and its code the exit code.
+type allocationError struct {
+	code fleetapi.Code
+	msg  string
+}
+
+func (e allocationError) Error() string { return e.msg }

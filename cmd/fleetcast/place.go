@@ -45,6 +45,14 @@ func newPlace(g *global, stdout io.Writer) *cobra.Command {
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd.Context(), stdout) },
 	}
+	c.flags(cmd, 1, "how many candidates to print, best first")
+	outputFlag(cmd, &c.out, append([]string{"table", "wide", "json", "yaml", "name"}, templated...)...)
+	return cmd
+}
+
+// flags adds what a match needs, the filters, --count (count by default,
+// with countUsage) and --policy: place's flags, and allocate's.
+func (c *placeCmd) flags(cmd *cobra.Command, count int, countUsage string) {
 	c.filters.flags(cmd)
 	f := cmd.Flags()
 	f.Int64Var(&c.minReady, "min-ready", 0, "only fleets with at least this many ready game servers (a filter: others are left out as FILTERED_OUT)")
@@ -53,10 +61,8 @@ func newPlace(g *global, stdout io.Writer) *cobra.Command {
 	f.StringVar(&c.counter, "counter", "", "NAME[=AMOUNT]: the match needs AMOUNT (1 when left out) available in the counter, which weighs the draw")
 	f.StringVar(&c.list, "list", "", "NAME[=AMOUNT]: the match needs AMOUNT (1 when left out) available in the list")
 	f.StringVar(&c.rolloutComplete, "rollout-complete", "", "true: only fleets whose rollout is complete; false: only those rolling out")
-	f.IntVar(&c.count, "count", 1, fmt.Sprintf("how many candidates to print, best first (1 to %d)", fleetapi.MaxPlacements))
+	f.IntVar(&c.count, "count", count, fmt.Sprintf("%s (1 to %d)", countUsage, fleetapi.MaxPlacements))
 	f.StringArrayVar(&c.policy, "policy", nil, "a policy rule SELECTOR:PRIORITY[:WEIGHT] over cluster labels, in order (repeatable); replaces the service's default")
-	outputFlag(cmd, &c.out, append([]string{"table", "wide", "json", "yaml", "name"}, templated...)...)
-	return cmd
 }
 
 // placeFlags name the flag behind each /v1/placements parameter.

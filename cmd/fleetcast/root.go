@@ -96,7 +96,7 @@ func newRoot(ctx context.Context, g *global, stdout, stderr io.Writer) *cobra.Co
 		},
 	}
 	get.AddCommand(newGetFleets(g, stdout, stderr), newGetClusters(g, stdout))
-	root.AddCommand(get, newLabels(g, stdout), newWatch(g, stdout, stderr), newPlace(g, stdout), newVersion(g, stdout))
+	root.AddCommand(get, newLabels(g, stdout), newWatch(g, stdout, stderr), newPlace(g, stdout), newAllocate(g, stdout, stderr), newVersion(g, stdout))
 	argsAreInput(root)
 	return root
 }
