@@ -3,8 +3,14 @@ package emulatortests
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,31 +93,69 @@ func (a *allocCluster) allocateBehindItsBack(t *testing.T, name string) {
 
 // allocationFront serves an allocation service placing by the emulator's
 // fleets with policies, on mutual TLS, its forwarder presenting to each
-// policy's cluster the client certificate certFor gives; it returns an
-// Agones client with a certificate the front trusts, and the service and
-// its metrics.
-func allocationFront(t *testing.T, certFor func(*allocator.Policy) tls.Certificate, agones *tlstest.CA, policies []allocator.Policy) (pb.AllocationServiceClient, *allocator.Service, *allocator.Metrics) {
+// policy's cluster the client certificate certFor gives. Its client is
+// Agones' gRPC client with a certificate the front trusts, whose files
+// are in dir (client.crt, client.key, and ca.crt, the CA of the front's
+// certificate) for other clients.
+func allocationFront(t *testing.T, certFor func(*allocator.Policy) tls.Certificate, agones *tlstest.CA, policies []allocator.Policy) *front {
 	t.Helper()
 	view := fleetapi.NewService(firestoredb.New(emulator.Firestore(t, project), time.Hour, time.Now), fleetapi.Options{MaxStaleness: -1})
 	fwd := allocator.NewForwarder(allocator.ForwarderOptions{ConnectTimeout: 2 * time.Second, TLS: func(p *allocator.Policy) (*tls.Config, error) {
 		return &tls.Config{Certificates: []tls.Certificate{certFor(p)}, RootCAs: agones.Pool(), MinVersion: tls.VersionTLS12}, nil
 	}})
 	t.Cleanup(func() { _ = fwd.Close() })
-	metrics := allocator.NewMetrics(prometheus.NewRegistry())
-	svc := allocator.NewService(view, fwd, policies, nil, metrics)
-	front := tlstest.NewCA(t, "front")
-	hs := &http.Server{Handler: allocator.Handler(svc, allocator.NewGRPCServer(svc)), TLSConfig: &tls.Config{
-		Certificates: []tls.Certificate{front.Server(t, "fleetcast-allocator").TLS(t)}, ClientCAs: front.Pool(),
+	f := &front{metrics: allocator.NewMetrics(prometheus.NewRegistry()), dir: t.TempDir()}
+	f.svc = allocator.NewService(view, fwd, policies, nil, f.metrics)
+	ca := tlstest.NewCA(t, "front")
+	hs := &http.Server{Handler: allocator.Handler(f.svc, allocator.NewGRPCServer(f.svc)), TLSConfig: &tls.Config{
+		Certificates: []tls.Certificate{ca.Server(t, "fleetcast-allocator").TLS(t)}, ClientCAs: ca.Pool(),
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	f.addr = lis.Addr().String()
 	go func() { _ = hs.ServeTLS(lis, "", "") }()
 	t.Cleanup(func() { _ = hs.Close() })
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
-		Certificates: []tls.Certificate{front.Client(t, "matchmaker").TLS(t)}, RootCAs: front.Pool(), MinVersion: tls.VersionTLS12})))
+	matchmaker := ca.Client(t, "matchmaker")
+	for name, b := range map[string][]byte{"client.crt": matchmaker.Cert, "client.key": matchmaker.Key, "ca.crt": ca.PEM} {
+		require.NoError(t, os.WriteFile(filepath.Join(f.dir, name), b, 0o600))
+	}
+	cc, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{matchmaker.TLS(t)}, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12})))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cc.Close() })
-	return pb.NewAllocationServiceClient(cc), svc, metrics
+	f.client = pb.NewAllocationServiceClient(cc)
+	return f
+}
+
+// front is an allocation service of the tests, and its clients.
+type front struct {
+	client  pb.AllocationServiceClient
+	svc     *allocator.Service
+	metrics *allocator.Metrics
+	addr    string
+	dir     string
+}
+
+// curl posts body to the front's REST form with curl, as a client of
+// Agones' REST API would, over mutual TLS, and returns the HTTP status and
+// the answer.
+func (f *front) curl(t *testing.T, body string) (int, map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "curl", "--silent", "--show-error",
+		"--cert", filepath.Join(f.dir, "client.crt"), "--key", filepath.Join(f.dir, "client.key"), "--cacert", filepath.Join(f.dir, "ca.crt"),
+		"-H", "Content-Type: application/json", "--data", body, "--write-out", "\n%{http_code}",
+		"https://"+f.addr+allocator.RESTPath).Output()
+	require.NoError(t, err, "curl: %s", out)
+	i := strings.LastIndex(string(out), "\n")
+	require.GreaterOrEqual(t, i, 0, "curl: %s", out)
+	answer, code := string(out[:i]), string(out[i+1:])
+	n, err := strconv.Atoi(code)
+	require.NoError(t, err, "curl: %s", out)
+	var v map[string]any
+	require.NoError(t, json.Unmarshal([]byte(answer), &v), "curl: %s", out)
+	return n, v
 }
 
 var rankedRequest = &pb.AllocationRequest{GameServerSelectors: []*pb.GameServerSelector{{MatchLabels: map[string]string{"mode": "ranked"}}}}
@@ -127,10 +171,11 @@ var rankedRequest = &pb.AllocationRequest{GameServerSelectors: []*pb.GameServerS
 func TestAllocationThroughFleetcastOnRealGameServers(t *testing.T) {
 	c := controlplane.Require(t, cp, cpErr)
 	agones := tlstest.NewCA(t, "agones")
-	first, second := newAllocCluster(t, c, agones, 2), newAllocCluster(t, c, agones, 4)
+	first, second := newAllocCluster(t, c, agones, 2), newAllocCluster(t, c, agones, 5)
 	trusted := agones.Client(t, "fleetcast-allocator").TLS(t)
 	policies := []allocator.Policy{first.policy(0), second.policy(1)}
-	client, svc, metrics := allocationFront(t, func(*allocator.Policy) tls.Certificate { return trusted }, agones, policies)
+	f := allocationFront(t, func(*allocator.Policy) tls.Certificate { return trusted }, agones, policies)
+	client, svc, metrics := f.client, f.svc, f.metrics
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
@@ -167,23 +212,37 @@ func TestAllocationThroughFleetcastOnRealGameServers(t *testing.T) {
 	// An allocator that trusts another CA's clients refuses fleetcast's
 	// certificate: the next cluster allocates.
 	stranger := tlstest.NewCA(t, "another studio").Client(t, "fleetcast-allocator").TLS(t)
-	client2, _, metrics2 := allocationFront(t, func(p *allocator.Policy) tls.Certificate {
+	f2 := allocationFront(t, func(p *allocator.Policy) tls.Certificate {
 		if p.Cluster == first.p.cluster {
 			return stranger
 		}
 		return trusted
 	}, agones, policies)
+	client2, metrics2 := f2.client, f2.metrics
 	resp, err = client2.Allocate(ctx, rankedRequest)
 	require.NoError(t, err)
 	assert.Equal(t, second.addr, resp.GetSource())
 	assert.InDelta(t, 1, testutil.ToFloat64(metrics2.Tries.WithLabelValues(first.p.cluster, allocator.CertificateRefused)), 0)
 	assert.Len(t, first.agone.Requests(), 2, "the refusing cluster's allocator received nothing")
 
+	// Agones' REST form, with curl: the same allocation, from the second
+	// cluster (the first is full), answered as Agones' gateway answers.
 	svc.SetPolicies(policies)
+	second.waitReady(2)
+	code, answer := f.curl(t, `{"gameServerSelectors":[{"matchLabels":{"mode":"ranked"}}]}`)
+	assert.Equal(t, http.StatusOK, code, "%v", answer)
+	assert.Equal(t, "ranked-3", answer["gameServerName"], "%v", answer)
+	assert.Equal(t, second.addr, answer["source"])
 	second.waitReady(1)
 	_, err = client.Allocate(ctx, rankedRequest)
 	require.NoError(t, err)
 	second.waitReady(0)
 	_, err = client.Allocate(ctx, rankedRequest)
 	assert.Equal(t, codes.ResourceExhausted, status.Code(err), "every game server taken: %v", err)
+	code, answer = f.curl(t, `{"gameServerSelectors":[{"matchLabels":{"mode":"ranked"}}]}`)
+	assert.Equal(t, http.StatusTooManyRequests, code, "RESOURCE_EXHAUSTED, as Agones' gateway answers it: %v", answer)
+	assert.EqualValues(t, codes.ResourceExhausted, answer["code"], "%v", answer)
+	code, answer = f.curl(t, `{"gameServerSelectors":[{"matchLabels":{"bad key!":"x"}}]}`)
+	assert.Equal(t, http.StatusBadRequest, code, "%v", answer)
+	assert.EqualValues(t, codes.InvalidArgument, answer["code"], "%v", answer)
 }
