@@ -18,9 +18,14 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	promlabels "github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fleetcast/fleetcast/allocator"
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/functions/ingest"
@@ -372,6 +377,71 @@ func TestMonitoring(t *testing.T) {
 		for metric := range userLabels {
 			assert.True(t, read[metric], "%s: a log-based metric nothing reads", metric)
 		}
+	})
+
+	t.Run("the allocator's failover alert reads what fleetcast-allocator serves", func(t *testing.T) {
+		policy, ok := byType["google_monitoring_alert_policy"]["allocator_failover"]
+		require.True(t, ok)
+		conds := asList(policy.Values["conditions"])
+		require.Len(t, conds, 1)
+		q := first(t, conds[0].(map[string]any)["condition_prometheus_query_language"])
+		query := q["query"].(string)
+		// What an allocator serves once it has allocated, after a
+		// failover (allocator.Metrics, as its /metrics).
+		reg := prometheus.NewRegistry()
+		m := allocator.NewMetrics(reg)
+		m.Allocations.WithLabelValues("pc", allocator.Allocated).Inc()
+		m.FailedOver.Inc()
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		served := map[string]map[string]map[string]bool{} // name → label → values
+		for _, f := range families {
+			name := f.GetName()
+			if f.GetType() == dto.MetricType_COUNTER && !strings.HasSuffix(name, "_total") {
+				name += "_total"
+			}
+			served[name] = map[string]map[string]bool{}
+			for _, mt := range f.GetMetric() {
+				for _, l := range mt.GetLabel() {
+					if served[name][l.GetName()] == nil {
+						served[name][l.GetName()] = map[string]bool{}
+					}
+					served[name][l.GetName()][l.GetValue()] = true
+				}
+			}
+		}
+		expr, err := parser.NewParser(parser.Options{}).ParseExpr(query)
+		require.NoError(t, err, "Prometheus' parser, as Cloud Monitoring's PromQL: %s", query)
+		selected := 0
+		parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+			vs, ok := n.(*parser.VectorSelector)
+			if !ok {
+				return nil
+			}
+			selected++
+			labels, ok := served[vs.Name]
+			if !assert.True(t, ok, "%s selects %s, which fleetcast-allocator does not serve", query, vs.Name) {
+				return nil
+			}
+			for _, lm := range vs.LabelMatchers {
+				if lm.Name == promlabels.MetricName {
+					continue
+				}
+				assert.Contains(t, labels, lm.Name, "%s has no label %s", vs.Name, lm.Name)
+				if lm.Type == promlabels.MatchEqual {
+					assert.True(t, labels[lm.Name][lm.Value], "%s{%s=%q}: a value it never has", vs.Name, lm.Name, lm.Value)
+				}
+			}
+			return nil
+		})
+		assert.Equal(t, 2, selected, "the failovers over the allocations: %s", query)
+		cmp, ok := expr.(*parser.BinaryExpr)
+		require.True(t, ok, "%s: a comparison with the threshold", query)
+		assert.Equal(t, parser.ItemType(parser.GTR), cmp.Op)
+		assert.Equal(t, "0.1", cmp.RHS.String(), "alert_allocator_failover_ratio's default")
+		seconds, err := strconv.Atoi(strings.TrimSuffix(q["duration"].(string), "s"))
+		require.NoError(t, err)
+		assert.Zero(t, seconds%60, "Cloud Monitoring takes whole minutes")
 	})
 
 	t.Run("each burn-rate alert reads an SLO of the module", func(t *testing.T) {

@@ -57,7 +57,8 @@ type Deployment struct {
 	MetricsSumsPerCluster                          int
 	// The alert policies' conditions Terraform creates: one per cluster
 	// (stale) and the shared ones (dead letters, drops, lag, query errors,
-	// push errors, two burn rates for each of two SLOs), each returning one
+	// push errors, the allocator's failovers, two burn rates for each of two
+	// SLOs), each returning one
 	// series per execution (they reduce across series), every
 	// AlertExecution (the period of Google's pricing examples).
 	AlertConditionsPerCluster, AlertConditionsShared int
@@ -83,7 +84,7 @@ var Reference = Deployment{
 	// platform (4 values).
 	MetricsScrapeInterval: 30 * time.Second,
 	MetricsSeriesPerFleet: 6, MetricsSeriesPerCluster: 3, MetricsSumsPerCluster: 4,
-	AlertConditionsPerCluster: 1, AlertConditionsShared: 9, AlertExecution: 30 * time.Second,
+	AlertConditionsPerCluster: 1, AlertConditionsShared: 10, AlertExecution: 30 * time.Second,
 }
 
 // StreamsPerInstance is how many streams one query instance takes as

@@ -306,6 +306,33 @@ resource "google_monitoring_alert_policy" "query_errors" {
   depends_on = [time_sleep.services]
 }
 
+# fleetcast-allocator's failovers: allocations made by another cluster
+# than the first tried, after it was full, unreachable or refused the
+# certificate (fleetcast_allocator_failed_over_total), as a share of its
+# allocations. Read from Google Cloud Managed Service for Prometheus, which
+# scrapes the allocator when its chart's metrics.podMonitoring is on; with
+# no allocator the series do not exist and it never fires.
+resource "google_monitoring_alert_policy" "allocator_failover" {
+  project               = var.project_id
+  display_name          = "fleetcast: allocations failing over above ${var.alert_allocator_failover_ratio}"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = var.notification_channels
+  conditions {
+    display_name = "Share of fleetcast-allocator's allocations not made by the first cluster tried, over 10 minutes"
+    condition_prometheus_query_language {
+      query               = "sum(rate(fleetcast_allocator_failed_over_total[10m])) / sum(rate(fleetcast_allocator_allocations_total{outcome=\"allocated\"}[10m])) > ${var.alert_allocator_failover_ratio}"
+      duration            = "600s"
+      evaluation_interval = "60s"
+    }
+  }
+  documentation {
+    content   = "More than ${var.alert_allocator_failover_ratio * 100}% of the allocations fleetcast-allocator made came from another cluster than the first it tried: the clusters it tries first are full before fleetcast's view says so, unreachable, or refuse its certificate. ${local.alert_documentation}"
+    mime_type = "text/markdown"
+  }
+  depends_on = [time_sleep.services]
+}
+
 # Pub/Sub's pushes that the ingest function did not acknowledge. Some are
 # by design — 429 while instances start, 500 when a cluster is over its
 # share (MAX_CLUSTER_IN_FLIGHT) — so the bound is a ratio, over 15 minutes.

@@ -636,6 +636,16 @@ variable "alert_query_5xx_ratio" {
   }
 }
 
+variable "alert_allocator_failover_ratio" {
+  type        = number
+  description = "The share of fleetcast-allocator's allocations made by another cluster than the first it tried (fleetcast_allocator_failed_over_total over its allocations, over 10 minutes, from Managed Service for Prometheus: the allocator chart's metrics.podMonitoring) above which the failover alert fires."
+  default     = 0.1
+  validation {
+    condition     = var.alert_allocator_failover_ratio > 0 && var.alert_allocator_failover_ratio < 1
+    error_message = "alert_allocator_failover_ratio must be between 0 and 1."
+  }
+}
+
 variable "alert_push_error_ratio" {
   type        = number
   description = "The fraction of Pub/Sub's pushes into the ingest function it did not acknowledge, for 15 minutes, above which the push alert fires. Some are by design (429 while instances start, 500 when a cluster is over its share)."
