@@ -85,8 +85,9 @@ source: ## Build the functions' deployable source zip (bin/functions.zip).
 	$(GO) run ./internal/cmd/source -o bin/functions.zip
 
 .PHONY: chart-docs
-chart-docs: ## Write publisher/chart/README.md's values table from values.yaml's comments.
+chart-docs: ## Write the charts' READMEs' values tables from their values.yaml's comments.
 	$(GO) run ./internal/cmd/chartdoc publisher/chart
+	$(GO) run ./internal/cmd/chartdoc cmd/fleetcast-allocator/chart
 
 .PHONY: chart
 chart: ## Lint the publisher's Helm chart and package it (bin/fleetcast-publisher-VERSION.tgz); builds Helm if missing.

@@ -50,14 +50,16 @@ func TestUpdateKeepsTheProse(t *testing.T) {
 	assert.ErrorContains(t, err, "markers")
 }
 
-// TestThePublisherChartsREADMEIsCurrent: the chart's README holds the
-// table its values.yaml makes.
-func TestThePublisherChartsREADMEIsCurrent(t *testing.T) {
-	values, err := os.ReadFile("../../../publisher/chart/values.yaml")
-	require.NoError(t, err)
-	readme, err := os.ReadFile("../../../publisher/chart/README.md")
-	require.NoError(t, err)
-	want, err := Update(readme, values)
-	require.NoError(t, err)
-	assert.Equal(t, string(want), string(readme), "publisher/chart/README.md is stale: run make chart-docs")
+// TestTheChartsREADMEsAreCurrent: each chart's README holds the table its
+// values.yaml makes.
+func TestTheChartsREADMEsAreCurrent(t *testing.T) {
+	for _, chart := range []string{"publisher/chart", "cmd/fleetcast-allocator/chart"} {
+		values, err := os.ReadFile("../../../" + chart + "/values.yaml")
+		require.NoError(t, err)
+		readme, err := os.ReadFile("../../../" + chart + "/README.md")
+		require.NoError(t, err)
+		want, err := Update(readme, values)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(readme), "%s/README.md is stale: run make chart-docs", chart)
+	}
 }
