@@ -91,15 +91,14 @@ func (a *allocCluster) allocateBehindItsBack(t *testing.T, name string) {
 	require.NoError(t, err)
 }
 
-// allocationFront serves an allocation service placing by the emulator's
-// fleets with policies, on mutual TLS, its forwarder presenting to each
+// allocationFront serves an allocation service placing by view with
+// policies, on mutual TLS, its forwarder presenting to each
 // policy's cluster the client certificate certFor gives. Its client is
 // Agones' gRPC client with a certificate the front trusts, whose files
 // are in dir (client.crt, client.key, and ca.crt, the CA of the front's
 // certificate) for other clients.
-func allocationFront(t *testing.T, certFor func(*allocator.Policy) tls.Certificate, agones *tlstest.CA, policies []allocator.Policy) *front {
+func allocationFront(t testing.TB, view *fleetapi.Service, certFor func(*allocator.Policy) tls.Certificate, agones *tlstest.CA, policies []allocator.Policy) *front {
 	t.Helper()
-	view := fleetapi.NewService(firestoredb.New(emulator.Firestore(t, project), time.Hour, time.Now), fleetapi.Options{MaxStaleness: -1})
 	fwd := allocator.NewForwarder(allocator.ForwarderOptions{ConnectTimeout: 2 * time.Second, TLS: func(p *allocator.Policy) (*tls.Config, error) {
 		return &tls.Config{Certificates: []tls.Certificate{certFor(p)}, RootCAs: agones.Pool(), MinVersion: tls.VersionTLS12}, nil
 	}})
@@ -139,7 +138,7 @@ type front struct {
 // curl posts body to the front's REST form with curl, as a client of
 // Agones' REST API would, over mutual TLS, and returns the HTTP status and
 // the answer.
-func (f *front) curl(t *testing.T, body string) (int, map[string]any) {
+func (f *front) curl(t testing.TB, body string) (int, map[string]any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -174,7 +173,8 @@ func TestAllocationThroughFleetcastOnRealGameServers(t *testing.T) {
 	first, second := newAllocCluster(t, c, agones, 2), newAllocCluster(t, c, agones, 5)
 	trusted := agones.Client(t, "fleetcast-allocator").TLS(t)
 	policies := []allocator.Policy{first.policy(0), second.policy(1)}
-	f := allocationFront(t, func(*allocator.Policy) tls.Certificate { return trusted }, agones, policies)
+	view := fleetapi.NewService(firestoredb.New(emulator.Firestore(t, project), time.Hour, time.Now), fleetapi.Options{MaxStaleness: -1})
+	f := allocationFront(t, view, func(*allocator.Policy) tls.Certificate { return trusted }, agones, policies)
 	client, svc, metrics := f.client, f.svc, f.metrics
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -212,7 +212,7 @@ func TestAllocationThroughFleetcastOnRealGameServers(t *testing.T) {
 	// An allocator that trusts another CA's clients refuses fleetcast's
 	// certificate: the next cluster allocates.
 	stranger := tlstest.NewCA(t, "another studio").Client(t, "fleetcast-allocator").TLS(t)
-	f2 := allocationFront(t, func(p *allocator.Policy) tls.Certificate {
+	f2 := allocationFront(t, view, func(p *allocator.Policy) tls.Certificate {
 		if p.Cluster == first.p.cluster {
 			return stranger
 		}
