@@ -90,11 +90,13 @@ chart-docs: ## Write the charts' READMEs' values tables from their values.yaml's
 	$(GO) run ./internal/cmd/chartdoc cmd/fleetcast-allocator/chart
 
 .PHONY: chart
-chart: ## Lint the publisher's Helm chart and package it (bin/fleetcast-publisher-VERSION.tgz); builds Helm if missing.
+chart: ## Lint the Helm charts and package them (bin/fleetcast-publisher-VERSION.tgz, bin/fleetcast-allocator-VERSION.tgz); builds Helm if missing.
 	mkdir -p bin
 	h="$$($(HELM) path)"; \
 	"$$h" lint --strict publisher/chart --values publisher/testdata/chart-values-gke.yaml && \
-	"$$h" package publisher/chart --destination bin
+	"$$h" package publisher/chart --destination bin && \
+	"$$h" lint --strict cmd/fleetcast-allocator/chart --values cmd/fleetcast-allocator/testdata/chart-values.yaml && \
+	"$$h" package cmd/fleetcast-allocator/chart --destination bin
 
 # make image: the publisher's image, for both architectures, tagged and
 # versioned with the chart's appVersion; IMAGE names its repository.
@@ -130,7 +132,7 @@ cloudbuild: ## Build and push the publisher's and query's images with Cloud Buil
 # make release: every artifact of release RELEASE (vVERSION) into
 # bin/release/RELEASE, from a clean checkout (docs/releasing.md).
 .PHONY: release
-release: ## Build release VERSION=vX.Y.Z: the CLI (6 platforms), publisher, chart, functions' zip and SHA256SUMS into bin/release/vX.Y.Z, from a clean checkout; builds Helm if missing.
+release: ## Build release VERSION=vX.Y.Z: the CLI (6 platforms), publisher, charts, functions' zip and SHA256SUMS into bin/release/vX.Y.Z, from a clean checkout; builds Helm if missing.
 	$(GO) run ./internal/cmd/release -version $(RELEASE) -helm "$$($(HELM) path)"
 
 .PHONY: controlplane

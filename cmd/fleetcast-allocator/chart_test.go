@@ -292,8 +292,10 @@ func TestTheChartsOptions(t *testing.T) {
 		assert.NotEqual(t, "client-ca", v.(map[string]any)["name"], "no client CA mounted")
 	}
 
-	file := filepath.Join(t.TempDir(), "values.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(values), 0o644))
-	out, err := exec.CommandContext(t.Context(), testenv.Helm(t), "lint", "--strict", "chart", "--values", file).CombinedOutput()
+	// make chart lints it with these values.
+	lint, err := os.ReadFile("testdata/chart-values.yaml")
+	require.NoError(t, err)
+	assert.Contains(t, string(lint), strings.TrimPrefix(values, "\n"), "testdata/chart-values.yaml holds the tests' values")
+	out, err := exec.CommandContext(t.Context(), testenv.Helm(t), "lint", "--strict", "chart", "--values", "testdata/chart-values.yaml").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 }

@@ -5,7 +5,8 @@
 //     darwin and windows on amd64 and arm64;
 //   - the publisher, fleetcast-publisher-VERSION-linux-ARCH, the binary
 //     its image holds (images are built by make image or Cloud Build);
-//   - the publisher's chart, fleetcast-publisher-CHARTVERSION.tgz, with
+//   - the publisher's chart, fleetcast-publisher-CHARTVERSION.tgz, and the
+//     allocation service's, fleetcast-allocator-CHARTVERSION.tgz, with
 //     version and appVersion set to the release (without the "v");
 //   - the Cloud Functions' source zip, fleetcast-functions-VERSION.zip,
 //     stamped so that the functions report the release;
@@ -80,7 +81,7 @@ func Names(version string) []string {
 	for _, p := range PublisherPlatforms {
 		names = append(names, binaryName("fleetcast-publisher", version, p))
 	}
-	return append(names, ChartName(version), FunctionsName(version), SumsName)
+	return append(names, ChartName(version), AllocatorChartName(version), FunctionsName(version), SumsName)
 }
 
 // SumsName is the checksums file.
@@ -93,6 +94,11 @@ func ChartVersion(version string) string { return strings.TrimPrefix(version, "v
 // ChartName is the packaged chart's file name, as helm package names it.
 func ChartName(version string) string {
 	return "fleetcast-publisher-" + ChartVersion(version) + ".tgz"
+}
+
+// AllocatorChartName is fleetcast-allocator's packaged chart's file name.
+func AllocatorChartName(version string) string {
+	return "fleetcast-allocator-" + ChartVersion(version) + ".tgz"
 }
 
 // FunctionsName is the functions' source zip's file name.
@@ -147,7 +153,7 @@ func Build(ctx context.Context, o Options) ([]Artifact, error) {
 	for _, p := range PublisherPlatforms {
 		steps = append(steps, o.goBuild("./cmd/fleetcast-publisher", binaryName("fleetcast-publisher", o.Version, p), p))
 	}
-	steps = append(steps, o.chart, o.functions)
+	steps = append(steps, o.chart(filepath.Join("publisher", "chart")), o.chart(filepath.Join("cmd", "fleetcast-allocator", "chart")), o.functions)
 	for i, step := range steps {
 		fmt.Fprintf(o.Progress, "release %s: [%d/%d] %s\n", o.Version, i+1, len(steps), names[i])
 		if err := step(ctx); err != nil {
@@ -166,12 +172,13 @@ func (o Options) goBuild(pkg, name string, p Platform) func(context.Context) err
 	}
 }
 
-// chart packages publisher/chart with the release's version and
-// appVersion.
-func (o Options) chart(ctx context.Context) error {
-	v := ChartVersion(o.Version)
-	return o.run(ctx, nil, o.Helm, "package", filepath.Join("publisher", "chart"), // in ModuleDir
-		"--version", v, "--app-version", v, "--destination", o.OutDir)
+// chart packages the chart in dir (of ModuleDir) with the release's
+// version and appVersion.
+func (o Options) chart(dir string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		v := ChartVersion(o.Version)
+		return o.run(ctx, nil, o.Helm, "package", dir, "--version", v, "--app-version", v, "--destination", o.OutDir)
+	}
 }
 
 // functions writes the stamped source zip.

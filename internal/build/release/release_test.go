@@ -46,8 +46,8 @@ func TestReleaseArtifacts(t *testing.T) {
 	})
 	require.NoError(t, err)
 	names := release.Names(testVersion)
-	assert.Contains(t, progress.String(), "[1/10] fleetcast-"+testVersion+"-linux-amd64", "a line per step")
-	assert.Contains(t, progress.String(), "[10/10] "+release.FunctionsName(testVersion))
+	assert.Contains(t, progress.String(), "[1/11] fleetcast-"+testVersion+"-linux-amd64", "a line per step")
+	assert.Contains(t, progress.String(), "[11/11] "+release.FunctionsName(testVersion))
 
 	entries, err := os.ReadDir(out)
 	require.NoError(t, err)
@@ -86,10 +86,12 @@ func TestReleaseArtifacts(t *testing.T) {
 		fn := functionsVersion(t, filepath.Join(out, release.FunctionsName(testVersion)))
 		assert.Equal(t, testVersion+" "+testCommit, fn, "the functions built from the zip")
 	})
-	t.Run("chart", func(t *testing.T) {
-		chart := chartYAML(t, filepath.Join(out, release.ChartName(testVersion)))
-		assert.Equal(t, "9.8.7-rc.1", chart["version"])
-		assert.Equal(t, "9.8.7-rc.1", chart["appVersion"], "the images' default tag")
+	t.Run("charts", func(t *testing.T) {
+		for name, tgz := range map[string]string{"fleetcast-publisher": release.ChartName(testVersion), "fleetcast-allocator": release.AllocatorChartName(testVersion)} {
+			chart := chartYAML(t, filepath.Join(out, tgz), name)
+			assert.Equal(t, "9.8.7-rc.1", chart["version"], name)
+			assert.Equal(t, "9.8.7-rc.1", chart["appVersion"], "%s: the images' default tag", name)
+		}
 	})
 }
 
@@ -193,8 +195,8 @@ func functionsVersion(t *testing.T, zipPath string) string {
 	return string(out)
 }
 
-// chartYAML is the packaged chart's Chart.yaml.
-func chartYAML(t *testing.T, tgz string) map[string]any {
+// chartYAML is the Chart.yaml of chart name, packaged in tgz.
+func chartYAML(t *testing.T, tgz, name string) map[string]any {
 	f, err := os.Open(tgz)
 	require.NoError(t, err)
 	defer f.Close()
@@ -204,7 +206,7 @@ func chartYAML(t *testing.T, tgz string) map[string]any {
 	for {
 		h, err := tr.Next()
 		require.NoError(t, err, "no Chart.yaml in %s", tgz)
-		if h.Name == "fleetcast-publisher/Chart.yaml" {
+		if h.Name == name+"/Chart.yaml" {
 			b, err := io.ReadAll(tr)
 			require.NoError(t, err)
 			var m map[string]any

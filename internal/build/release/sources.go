@@ -12,13 +12,14 @@ import (
 
 // Where the sources say a release's version.
 const (
-	ChartFile         = "publisher/chart/Chart.yaml"
-	KustomizationFile = "publisher/deploy/kustomization.yaml"
-	ChangelogFile     = "CHANGELOG.md"
+	ChartFile          = "publisher/chart/Chart.yaml"
+	AllocatorChartFile = "cmd/fleetcast-allocator/chart/Chart.yaml"
+	KustomizationFile  = "publisher/deploy/kustomization.yaml"
+	ChangelogFile      = "CHANGELOG.md"
 )
 
 // CheckSources refuses to release version from a tree that says another:
-// the chart's version and appVersion (the images' tag), the
+// the charts' version and appVersion (the images' tag), the
 // kustomization's image tag, and a section of the changelog,
 // "## [X.Y.Z] - YYYY-MM-DD" (docs/releasing.md, step 1), must all be the
 // release's, so that the CLI, the images, the chart and the changelog of
@@ -40,11 +41,13 @@ func CheckSources(moduleDir, version string) error {
 		Version    string `json:"version"`
 		AppVersion string `json:"appVersion"`
 	}
-	if b := read(ChartFile); b != nil {
-		if err := yaml.Unmarshal(b, &chart); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", ChartFile, err))
-		} else if chart.Version != v || chart.AppVersion != v {
-			errs = append(errs, fmt.Errorf("%s: version %q, appVersion %q: set both to %q", ChartFile, chart.Version, chart.AppVersion, v))
+	for _, file := range []string{ChartFile, AllocatorChartFile} {
+		if b := read(file); b != nil {
+			if err := yaml.Unmarshal(b, &chart); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", file, err))
+			} else if chart.Version != v || chart.AppVersion != v {
+				errs = append(errs, fmt.Errorf("%s: version %q, appVersion %q: set both to %q", file, chart.Version, chart.AppVersion, v))
+			}
 		}
 	}
 	var kust struct {
