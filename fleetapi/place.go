@@ -187,11 +187,14 @@ func (r *Read) Place(req PlaceRequest) (Placements, error) {
 	scratch := offers.Get().(*offerScratch)
 	defer scratch.put()
 	qualified := scratch.offers[:0]
-	for _, d := range r.snap.Entries() {
-		if d.Deleted {
-			continue
-		}
-		if !filter.Matches(d, false) {
+	// Only the fleets the index says the filter may match are read
+	// (narrow); the others are counted by cluster from the index's lists:
+	// a cluster's fleets less those of the set it read.
+	set, exact := r.narrow(filter)
+	read := map[string]int{}
+	for _, d := range r.snap.In(set, "") {
+		read[d.Cluster]++
+		if !exact && !filter.Matches(d, false) {
 			rk.Leave(FilteredOut, d.Cluster)
 			continue
 		}
@@ -219,6 +222,9 @@ func (r *Read) Place(req PlaceRequest) (Placements, error) {
 			continue
 		}
 		qualified = append(qualified, offer{doc: d, stale: stale, priority: rule[0], weight: rule[1], avail: avail})
+	}
+	for c, n := range r.snap.ClusterSizes() {
+		rk.LeaveN(FilteredOut, c, n-read[c])
 	}
 	scratch.offers = qualified
 	caps := scratch.caps()

@@ -2,6 +2,7 @@ package fleetapi
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/url"
@@ -362,4 +363,79 @@ func TestNthIsTheSortedElement(t *testing.T) {
 	assert.Equal(t, float64(0), CapacityBound(nil))
 	assert.Equal(t, 2*float64(5), CapacityBound([]int64{9, 5, 1}))
 	assert.Equal(t, 2*float64(9), CapacityBound([]int64{9, 1}), "of two, the larger")
+}
+
+// TestPlaceReadsTheIndexButCountsEveryFleet: Place reads only the fleets
+// the view's index says a filter may match, and counts the others from
+// the index's lists; whatever the filter — labels by each operator, a
+// namespace, clusters, a minimum, a deleted fleet — every live fleet is
+// either eligible or left out for a reason, and those the filter leaves
+// out are the ones a scan of every fleet finds, by cluster.
+func TestPlaceReadsTheIndexButCountsEveryFleet(t *testing.T) {
+	w := placeWorld(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	var live []*fleet.Document
+	for i := range 300 {
+		c := []string{"eu-1", "eu-2", "us", "ap", "gone"}[rng.IntN(5)] // gone: a cluster without a document
+		d := fleetWith(c, fmt.Sprintf("f%03d", i), 5, int64(rng.IntN(6)), fleet.DocAggregate{Capacity: 4, Available: int64(rng.IntN(5))})
+		d.Namespace = []string{"games", "beta"}[rng.IntN(2)]
+		d.Labels = map[string]string{"game": []string{"x", "y", "z"}[rng.IntN(3)], "tier": fmt.Sprint(rng.IntN(4))}
+		if rng.IntN(3) == 0 {
+			d.Labels["canary"] = "true"
+		}
+		w.Put(d)
+		live = append(live, d)
+	}
+	gone := live[0]
+	w.Remove(gone.Cluster, gone.Namespace, gone.Name)
+	live = live[1:]
+	svc := w.service(Options{Policy: Policy{Rules: []Rule{mustRule(t, "region=eu:0"), mustRule(t, "region=ap:1")}}})
+	for _, params := range []string{
+		"", "selector=game%3Dx", "selector=game%21%3Dx", "selector=game+in+(x,z),canary", "selector=%21canary",
+		"selector=tier%3E1", "namespace=beta", "cluster=eu-1&cluster=us", "minReady=3&selector=game+notin+(y)",
+		"cluster=ap&includeStale=true", "selector=game%3Dnone", "selector=tier%3E1,game%3Dx&namespace=games&counter=rooms",
+	} {
+		p := placeOf(t, svc, params+"&count=100")
+		req, err := ParsePlace(mustQuery(t, params))
+		require.NoError(t, err)
+		filter := req.Filter.normalized()
+		filter.Counter, filter.List, filter.IncludeStale = "", "", true
+		want := map[string]int{}
+		for _, d := range live {
+			if !filter.Matches(d, false) {
+				want[d.Cluster]++
+			}
+		}
+		got := map[string]int{}
+		counted := p.Eligible
+		for _, l := range p.LeftOut {
+			counted += l.Fleets
+			if l.Reason == FilteredOut {
+				n := l.Fleets
+				for _, c := range l.Clusters {
+					got[c] = -1 // named; the count is the reason's
+				}
+				got["*"] = n
+			}
+		}
+		total := 0
+		for _, n := range want {
+			total += n
+		}
+		assert.Equal(t, len(live), counted, "%s: every live fleet eligible or left out", params)
+		if total > 0 {
+			assert.Equal(t, total, got["*"], "%s: left out by the filter", params)
+			delete(got, "*")
+			assert.ElementsMatch(t, slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(got)), "%s: the clusters named", params)
+		} else {
+			assert.Empty(t, got, params)
+		}
+	}
+}
+
+func mustQuery(t *testing.T, s string) url.Values {
+	t.Helper()
+	v, err := url.ParseQuery(s)
+	require.NoError(t, err)
+	return v
 }

@@ -358,13 +358,19 @@ func (r *Ranking[T]) Offer(v T, cluster string, stale bool, priority int32, weig
 }
 
 // Leave counts a fleet of cluster left out for reason.
-func (r *Ranking[T]) Leave(reason Reason, cluster string) {
+func (r *Ranking[T]) Leave(reason Reason, cluster string) { r.LeaveN(reason, cluster, 1) }
+
+// LeaveN records n fleets of cluster left out for reason.
+func (r *Ranking[T]) LeaveN(reason Reason, cluster string, n int) {
+	if n <= 0 {
+		return
+	}
 	m := r.left[reason]
 	if m == nil {
 		m = map[string]int{}
 		r.left[reason] = m
 	}
-	m[cluster]++
+	m[cluster] += n
 }
 
 // Eligible counts the candidates offered with room: the placement's

@@ -189,6 +189,17 @@ func (s *Snapshot) Keyed(key string) Set { return s.set(keyPosting(key)) }
 // InCluster is the set of the fleets of a cluster.
 func (s *Snapshot) InCluster(name string) Set { return s.set(clusterPosting(name)) }
 
+// ClusterSizes yields each cluster the snapshot holds fleets of, in name
+// order, with how many: read from the index's lists, not the fleets.
+func (s *Snapshot) ClusterSizes() iter.Seq2[string, int] {
+	return func(yield func(string, int) bool) {
+		// The cluster lists' keys run from "c" to before "d".
+		s.postings.AscendRange(&posting{key: postingCluster}, &posting{key: string(postingCluster[0] + 1)}, func(p *posting) bool {
+			return len(p.slots) == 0 || yield(p.key[len(postingCluster):], len(p.slots))
+		})
+	}
+}
+
 // Or adds t's fleets to s.
 func (s *Set) Or(t Set) {
 	if len(t.words) > len(s.words) {
