@@ -112,6 +112,14 @@ func (d Deployment) AlertConditions() int {
 	return d.Clusters*d.AlertConditionsPerCluster + d.AlertConditionsShared
 }
 
+// RequestLogBytes is what Cloud Run's request log
+// (run.googleapis.com/requests) adds to Cloud Logging for each request a
+// service answers, a push as a query: one entry of about 1 KiB (its
+// httpRequest, the revision's resource labels, its trace and span), billed
+// as any log. A size from the entries Cloud Run writes, not a measurement:
+// the emulators write none.
+const RequestLogBytes = 1024
+
 // SpansPerTracedUpsert are the spans one sampled upsert of a fleet
 // document the ingest instance knows makes (its version cache spares the
 // read, as in the steady state): the publisher's publish span, the Pub/Sub
@@ -259,9 +267,11 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 		writesLine("ingest: cluster documents", clusterWrites*month, fmt.Sprintf("%s × %s × %s s", partsF, n(u.ClusterWritesPerPart), n(month)), p),
 		{Component: "Firestore deletes", Item: "tombstones' TTL deletes", Formula: "fleets deleted per month × 1 (none in this deployment)",
 			Quantity: 0, Unit: "deletes", Price: p.FirestoreDeletesPer100k / 1e5, PriceText: fmt.Sprintf("$%.2f per 100 000", p.FirestoreDeletesPer100k)},
-		read[0], read[1], read[2],
+		read[0], read[1], read[2], read[3],
 		logging("ingest function", msgs*u.LogBytesPerInvocation*month,
 			fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.LogBytesPerInvocation), n(month)), p),
+		logging("ingest function: Cloud Run request logs", msgs*RequestLogBytes*month,
+			fmt.Sprintf("%s pushes × %d B × %s s", msgsF, RequestLogBytes, n(month)), p),
 		traces(d, msgs, msgsF, p),
 	}
 	b.Lines = append(b.Lines, alerting(d, p)...)
@@ -289,6 +299,8 @@ func readSide(d Deployment, u FleetcastUnits, fleetWrites float64, p PriceTable)
 			fmt.Sprintf("(%s queries/s + %s streams ÷ %s s) × %s s", n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), n(month)), p),
 		instanceTime("query function", float64(d.QueryInstances)*month, instance, instanceF,
 			fmt.Sprintf("%s instances × %s s (streams keep them busy)", n(float64(d.QueryInstances)), n(month))),
+		logging("query function: Cloud Run request logs", (d.QueriesPerSecond+float64(d.Matchmakers)/seconds(d.StreamLifetime))*RequestLogBytes*month,
+			fmt.Sprintf("(%s queries/s + %s streams ÷ %s s) × %d B × %s s", n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), RequestLogBytes, n(month)), p),
 	}
 }
 
@@ -399,6 +411,10 @@ func Baseline(d Deployment, u BaselineUnits, p PriceTable) Bill {
 			fmt.Sprintf("%s/s × %s s × %s s billed per query", n(d.QueriesPerSecond), n(month), n(u.BilledSecondsPerQuery))),
 		logging("consumer function", msgs*u.LogBytesPerInvocation*month,
 			fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.LogBytesPerInvocation), n(month)), p),
+		logging("consumer function: Cloud Run request logs", msgs*RequestLogBytes*month,
+			fmt.Sprintf("%s pushes × %d B × %s s", msgsF, RequestLogBytes, n(month)), p),
+		logging("query function: Cloud Run request logs", d.QueriesPerSecond*RequestLogBytes*month,
+			fmt.Sprintf("%s/s × %d B × %s s", n(d.QueriesPerSecond), RequestLogBytes, n(month)), p),
 	}
 	b.Matchmaker = reads("one directly-listening matchmaker", writes*ListenerReadsPerWrite*month,
 		fmt.Sprintf("%s writes/s × %s × %s s", n(writes), n(ListenerReadsPerWrite), n(month)), p)

@@ -94,3 +94,32 @@ func TestAlertingIsPerConditionAndSeries(t *testing.T) {
 	assert.InDelta(t, 20*1.50, line(t, b, "Cloud Monitoring alerting", "alert conditions").Cost, 1e-9)
 	assert.InDelta(t, 20*Month.Seconds()/30*0.35/1e6, line(t, b, "Cloud Monitoring alerting", "time series returned").Cost, 1e-9)
 }
+
+// TestCloudRunsRequestLogsAreBilled: every request a Cloud Run service
+// answers — each push into the ingest or the consumer function, each query
+// and stream — writes a request log entry Cloud Logging bills, in every
+// system; the fair baseline's read side is fleetcast's, with its one line.
+func TestCloudRunsRequestLogsAreBilled(t *testing.T) {
+	m := units()
+	fc := Fleetcast(Reference, m.Fleetcast, Prices)
+	pushes := line(t, fc, "Cloud Run requests", "ingest function").Quantity
+	assert.InDelta(t, pushes*RequestLogBytes/(1<<30)*Prices.LoggingPerGiB, line(t, fc, "Cloud Logging", "ingest function: Cloud Run request logs").Cost, 1e-9)
+	queries := line(t, fc, "Cloud Run requests", "query function").Quantity
+	assert.InDelta(t, queries*RequestLogBytes/(1<<30), line(t, fc, "Cloud Logging", "query function: Cloud Run request logs").Quantity, 1e-9)
+
+	bl := Baseline(Reference, m.Baseline, Prices)
+	consumed := line(t, bl, "Cloud Run requests", "consumer function").Quantity
+	assert.InDelta(t, consumed*RequestLogBytes/(1<<30), line(t, bl, "Cloud Logging", "consumer function: Cloud Run request logs").Quantity, 1e-9)
+	line(t, bl, "Cloud Logging", "query function: Cloud Run request logs")
+
+	fair := FairBaseline(Reference, m, Prices)
+	n := 0
+	for _, l := range fair.Lines {
+		if l.Item == "query function: Cloud Run request logs" {
+			n++
+			assert.InDelta(t, queries*RequestLogBytes/(1<<30), l.Quantity, 1e-9, "fleetcast's read side's")
+		}
+	}
+	assert.Equal(t, 1, n)
+	line(t, fair, "Cloud Logging", "consumer function: Cloud Run request logs")
+}
