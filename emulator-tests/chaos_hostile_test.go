@@ -282,20 +282,30 @@ func (n *neighbours) quiet() []string {
 // forget deletes the flood's and the bystander's documents: over a long
 // make chaos they would fill the Firestore emulator, which keeps them all
 // in memory.
+//
+// It gives up after forgetTimeout: an emulator that cannot answer that
+// fails the seed with why, rather than holding the test until its
+// timeout (a Firestore emulator whose heap filled has been seen to).
 func (n *neighbours) forget() {
+	ctx, cancel := context.WithTimeout(context.Background(), forgetTimeout)
+	defer cancel()
 	fs := emulator.Firestore(n.t, project)
 	for _, c := range []string{n.flood, n.bystander} {
-		docs, err := fs.Collection(firestoredb.FleetsCollection).Where("cluster", "==", c).Documents(context.Background()).GetAll()
+		docs, err := fs.Collection(firestoredb.FleetsCollection).Where("cluster", "==", c).Documents(ctx).GetAll()
 		if err != nil {
 			n.fail("forget %s's fleets: %v", c, err)
 			continue
 		}
 		for _, d := range docs {
-			_, _ = d.Ref.Delete(context.Background())
+			_, _ = d.Ref.Delete(ctx)
 		}
-		_, _ = fs.Collection(firestoredb.ClustersCollection).Doc(c).Delete(context.Background())
+		_, _ = fs.Collection(firestoredb.ClustersCollection).Doc(c).Delete(ctx)
 	}
 }
+
+// forgetTimeout bounds forget: a few thousand deletes take the emulator
+// seconds.
+const forgetTimeout = 2 * time.Minute
 
 // peakRSS is a process's peak resident set (VmHWM), in bytes.
 func peakRSS(pid int) (int64, error) {
