@@ -242,6 +242,32 @@ func TestMonitoring(t *testing.T) {
 		}
 	})
 
+	t.Run("the exclusion drops the accepted pushes' request logs, and no metric loses a count", func(t *testing.T) {
+		ex, ok := byType["google_logging_project_exclusion"]["ingest_accepted_pushes"]
+		require.True(t, ok)
+		filter, err := logquery.Parse(ex.Values["filter"].(string))
+		require.NoError(t, err)
+		request := func(service string, status float64) logquery.Entry {
+			return logquery.Entry{"resource": cloudRun(project, service), "logName": "projects/" + project + "/logs/run.googleapis.com%2Frequests",
+				"severity": "INFO", "httpRequest": map[string]any{"requestMethod": "POST", "requestUrl": "https://" + service + "-abc-ew.a.run.app/",
+					"status": status, "latency": "0.004s", "protocol": "HTTP/1.1"}}
+		}
+		for status, excluded := range map[float64]bool{200: true, 204: true, 399: true, 400: false, 429: false, 500: false, 503: false} {
+			assert.Equal(t, excluded, filter.Match(request("fleetcast-ingest", status)), "an ingest push answered %v", status)
+			assert.False(t, filter.Match(request("fleetcast-query", status)), "the query side's requests are kept (query_latency, the SLOs)")
+		}
+		for _, l := range ingestLogs(t) {
+			e := logquery.FromStructuredLine(l, cloudRun(project, "fleetcast-ingest"), "projects/"+project+"/logs/run.googleapis.com%2Fstdout")
+			assert.False(t, filter.Match(e), "the function's own lines are kept: %s", l)
+		}
+		// Cloud Logging computes a project's user-defined log-based metrics
+		// from every entry it receives, excluded or not; a bucket-scoped
+		// one would count only what its bucket stores.
+		for name, r := range logMetrics {
+			assert.Empty(t, r.Values["bucket_name"], "%s: project-scoped, so that the exclusion takes nothing from it", name)
+		}
+	})
+
 	t.Run("every alert, SLO and chart reads a metric the module or Google defines", func(t *testing.T) {
 		userLabels := map[string][]string{}
 		for _, r := range logMetrics {

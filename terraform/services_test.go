@@ -52,6 +52,7 @@ var servicesNeeded = map[string][]string{
 	"google_iam_workload_identity_pool":                {"iam.googleapis.com"},
 	"google_iam_workload_identity_pool_provider":       {"iam.googleapis.com"},
 	"google_logging_metric":                            {"logging.googleapis.com"},
+	"google_logging_project_exclusion":                 {"logging.googleapis.com"},
 	"google_monitoring_alert_policy":                   {"monitoring.googleapis.com"},
 	"google_monitoring_custom_service":                 {"monitoring.googleapis.com"},
 	"google_monitoring_slo":                            {"monitoring.googleapis.com"},

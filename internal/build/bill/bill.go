@@ -270,8 +270,11 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 		read[0], read[1], read[2], read[3],
 		logging("ingest function", msgs*u.LogBytesPerInvocation*month,
 			fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.LogBytesPerInvocation), n(month)), p),
-		logging("ingest function: Cloud Run request logs", msgs*RequestLogBytes*month,
-			fmt.Sprintf("%s pushes × %d B × %s s", msgsF, RequestLogBytes, n(month)), p),
+		// Terraform excludes the accepted pushes' entries from the _Default
+		// sink (ingest_accepted_pushes): not stored, not billed. A refused
+		// push's is kept; refusals are not modelled.
+		logging("ingest function: Cloud Run request logs", 0,
+			fmt.Sprintf("%s pushes × %d B, excluded by the module (refused pushes' entries kept, not modelled)", msgsF, RequestLogBytes), p),
 		traces(d, msgs, msgsF, p),
 	}
 	b.Lines = append(b.Lines, alerting(d, p)...)

@@ -37,6 +37,28 @@ locals {
   alert_documentation = "See docs/operations.md, \"Alerts\", in the fleetcast repository."
 }
 
+# Cloud Run's request log of each push the ingest function accepted: one
+# entry of about 1 KiB per fleet event (bill.RequestLogBytes) that says
+# nothing the function's own lines do not. Excluded from the _Default
+# sink, they are neither stored nor billed; a refused push's entry (status
+# 400 or more) is kept. The log-based metrics above still count every entry
+# the project receives, excluded or not ("user-defined log-based metrics
+# are calculated from all logs received by the Logging API ... regardless
+# of any inclusion filters or exclusion filters", Cloud Logging's
+# log-based metrics overview); none of them reads these entries anyway.
+resource "google_logging_project_exclusion" "ingest_accepted_pushes" {
+  project     = var.project_id
+  name        = "${var.name_prefix}-ingest-accepted-pushes"
+  description = "Cloud Run's request log entries of the pushes ${local.ingest_name} accepted (about 1 KiB each, one per fleet event); refused pushes' entries are kept."
+  filter = join(" AND ", [
+    "resource.type=\"cloud_run_revision\"",
+    "resource.labels.service_name=\"${local.ingest_name}\"",
+    "logName=\"projects/${var.project_id}/logs/run.googleapis.com%2Frequests\"",
+    "httpRequest.status<400",
+  ])
+  depends_on = [time_sleep.services]
+}
+
 resource "google_logging_metric" "ingest_dropped" {
   project = var.project_id
   name    = "${var.name_prefix}/ingest_dropped"
