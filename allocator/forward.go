@@ -256,7 +256,7 @@ func (f *Forwarder) noneAllocated(ctx context.Context, tries []Try) error {
 	var why []string
 	exhausted := false
 	for _, t := range tries {
-		why = append(why, fmt.Sprintf("%s/%s/%s: %s", t.Cluster, t.Namespace, t.Fleet, errText(t)))
+		why = append(why, fmt.Sprintf("%s/%s/%s: %s", t.Cluster, t.Namespace, t.Fleet, t.Reason()))
 		exhausted = exhausted || t.Outcome == Exhausted || t.Outcome == Refused
 	}
 	code := codes.Unavailable
@@ -266,7 +266,9 @@ func (f *Forwarder) noneAllocated(ctx context.Context, tries []Try) error {
 	return status.Errorf(code, "no cluster allocated (%d tried): %s", len(tries), strings.Join(why, "; "))
 }
 
-func errText(t Try) string {
+// Reason says why t did not allocate: its outcome, and its error's
+// message (a status's own, without its code).
+func (t Try) Reason() string {
 	if t.Err == nil {
 		return t.Outcome
 	}
@@ -279,7 +281,7 @@ func errText(t Try) string {
 // skipped logs a try that allocated nothing, and returns it.
 func (f *Forwarder) skipped(ctx context.Context, t Try) Try {
 	f.opts.Log.InfoContext(ctx, "allocation: cluster skipped", "cluster", t.Cluster, "namespace", t.Namespace, "fleet", t.Fleet,
-		"endpoint", t.Endpoint, "outcome", t.Outcome, "reason", errText(t))
+		"endpoint", t.Endpoint, "outcome", t.Outcome, "reason", t.Reason())
 	return t
 }
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fleetcast/fleetcast/allocator"
@@ -152,7 +151,7 @@ func (c *allocateCmd) run(ctx context.Context, w io.Writer) error {
 	resp, tries, err := fwd.Allocate(ctx, request(req.Need), cands, func(cluster string) string { return advertised[cluster] })
 	for _, t := range tries {
 		if t.Outcome != allocator.Allocated && t.Outcome != allocator.Failed {
-			fmt.Fprintf(c.stderr, "fleetcast: skipped %s/%s/%s%s: %s\n", t.Cluster, t.Namespace, t.Fleet, at(t.Endpoint), tryError(t))
+			fmt.Fprintf(c.stderr, "fleetcast: skipped %s/%s/%s%s: %s\n", t.Cluster, t.Namespace, t.Fleet, at(t.Endpoint), t.Reason())
 		}
 	}
 	if err != nil {
@@ -165,11 +164,11 @@ func (c *allocateCmd) run(ctx context.Context, w io.Writer) error {
 	}
 	a := allocation{Cluster: last.Cluster, Namespace: last.Namespace, Fleet: last.Fleet, Allocation: js}
 	for _, t := range tries {
-		a.Tries = append(a.Tries, allocationTry{Cluster: t.Cluster, Namespace: t.Namespace, Fleet: t.Fleet, Endpoint: t.Endpoint,
-			Outcome: t.Outcome, Error: tryError(t), Millis: t.Took.Milliseconds()})
-		if t.Outcome == allocator.Allocated {
-			a.Tries[len(a.Tries)-1].Error = ""
+		tr := allocationTry{Cluster: t.Cluster, Namespace: t.Namespace, Fleet: t.Fleet, Endpoint: t.Endpoint, Outcome: t.Outcome, Millis: t.Took.Milliseconds()}
+		if t.Err != nil {
+			tr.Error = t.Reason()
 		}
+		a.Tries = append(a.Tries, tr)
 	}
 	return printAllocation(w, c.out, a, resp)
 }
@@ -238,16 +237,6 @@ func at(endpoint string) string {
 		return ""
 	}
 	return " at " + endpoint
-}
-
-func tryError(t allocator.Try) string {
-	if t.Err == nil {
-		return t.Outcome
-	}
-	if s, ok := status.FromError(t.Err); ok {
-		return t.Outcome + ": " + s.Message()
-	}
-	return t.Outcome + ": " + t.Err.Error()
 }
 
 // printAllocation prints a as out says.
