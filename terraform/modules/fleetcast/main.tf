@@ -74,10 +74,13 @@ locals {
     # (docs/capacity.md). make bench runs BenchmarkReaders with the same
     # two (the plan test holds them equal).
     GOGC       = "off"
-    GOMEMLIMIT = "460MiB"
+    GOMEMLIMIT = "${local.query_memory_limit_mib}MiB"
   })
-  # The memory of a query instance, function or service.
-  query_memory = "512Mi"
+  # The memory of a query instance, function or service, and the Go
+  # runtime's limit within it (GOMEMLIMIT, 90%): query_max_view_bytes may
+  # take at most half of the limit.
+  query_memory           = "512Mi"
+  query_memory_limit_mib = 460
   # The Cloud Run service that answers queries: the function's, or the
   # query service's (query_mode).
   query_service = var.query_mode == "function" ? google_cloudfunctions2_function.query["all"].service_config[0].service : google_cloud_run_v2_service.query[0].name

@@ -350,9 +350,9 @@ variable "query_max_view_bytes" {
   }
   validation {
     # A query instance's collector runs by its memory limit (GOGC=off,
-    # GOMEMLIMIT=460MiB): it needs the view to leave it half of the limit.
-    condition     = try(tonumber(regex("^[0-9]+", var.query_max_view_bytes)) * lookup({ Ki = 1024, Mi = 1048576, Gi = 1073741824 }, try(regex("(Ki|Mi|Gi)$", var.query_max_view_bytes)[0], ""), 1) <= 230 * 1048576, false)
-    error_message = "query_max_view_bytes must be at most 230Mi, half of a query instance's memory limit (GOMEMLIMIT=460MiB): the garbage collector, paced by that limit, needs the other half to work in."
+    # GOMEMLIMIT): it needs the view to leave it half of the limit.
+    condition     = try(tonumber(regex("^[0-9]+", var.query_max_view_bytes)) * lookup({ Ki = 1024, Mi = 1048576, Gi = 1073741824 }, try(regex("(Ki|Mi|Gi)$", var.query_max_view_bytes)[0], ""), 1) <= local.query_memory_limit_mib / 2 * 1048576, false)
+    error_message = "query_max_view_bytes must be at most half of a query instance's memory limit (GOMEMLIMIT, ${local.query_memory_limit_mib}MiB): the garbage collector, paced by that limit, needs the other half to work in."
   }
 }
 
