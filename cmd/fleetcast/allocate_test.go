@@ -192,7 +192,7 @@ func TestAllocateExitCodes(t *testing.T) {
 	assert.Contains(t, err.Error(), "no fleet can take the match")
 
 	w.a.full, w.b.full = false, false
-	_, _, err = w.cli(t, append(two, "--endpoint", "a="+w.unreachable, "--endpoint", "b="+w.unreachable, "--connect-timeout", "200ms")...)
+	_, _, err = w.cli(t, append(two, "--endpoint", "a="+w.unreachable, "--endpoint", "b="+w.unreachable, "--connect-timeout", "5s")...)
 	require.Error(t, err)
 	assert.Equal(t, exitUnavailable, exitCode(err))
 	assert.Contains(t, message(err, &global{}), "check that the allocators are reachable from here")
@@ -202,7 +202,7 @@ func TestAllocateExitCodes(t *testing.T) {
 	assert.Equal(t, exitPermission, exitCode(err), err.Error())
 	assert.Contains(t, message(err, &global{}), "check that --tls-cert is signed by a CA the allocators trust")
 
-	_, _, err = w.cli(t, append(two, "--endpoint", "b="+w.addr["b"], "--endpoint", "a="+w.unreachable, "--connect-timeout", "200ms")...)
+	_, _, err = w.cli(t, append(two, "--endpoint", "b="+w.addr["b"], "--endpoint", "a="+w.unreachable, "--connect-timeout", "5s")...)
 	require.NoError(t, err, "an unreachable cluster is skipped")
 
 	for args, want := range map[string]string{
