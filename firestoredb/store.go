@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -158,22 +157,47 @@ func (s *Store) applyFleetEvent(ctx context.Context, ev fleet.Event) (fleet.Appl
 		return res, err
 	}
 	var res fleet.Applied
-	var known *fleet.Document // what the document is once decided
+	var known, next *fleet.Document // what the document is once decided; what was written
 	wrote, err := compareAndSetFrom(ctx, s, byApply, ref, nil, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
 		now := s.now()
-		next, outcome := fleet.ApplyFleetEvent(stored, ev, now, s.retention)
+		var outcome fleet.Outcome
+		next, outcome = fleet.ApplyFleetEvent(stored, ev, now, s.retention)
 		next = s.sharded(next)
 		res = fleet.Applied{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
 		known = cmp.Or(next, stored)
 		return next, nil
-	}, func(st casState) { s.versions.put(ref.ID, known, st, s.now()) })
+	}, func(st casState) {
+		s.versions.put(ref.ID, known, st, s.now())
+		if next != nil {
+			next = written(next, st.UpdateTime)
+		}
+	})
 	if err != nil {
 		return fleet.Applied{}, fmt.Errorf("apply %s %s at %v: %w", ev.Kind, ev.Key(), ev.Version, err)
 	}
 	if wrote {
 		res.Writes = 1
+		res.Announce = []*fleet.Document{next}
 	}
-	return res, nil
+	return s.reannounced(res, ev), nil
+}
+
+// written is d as stored by a write committed at t.
+func written(d *fleet.Document, t time.Time) *fleet.Document {
+	w := *d
+	w.WrittenAt = t
+	return &w
+}
+
+// reannounced gives a duplicate's result the event's state to announce
+// again (fleet.Applied.Announce): the state the store holds at that
+// version, but for the times it was written with.
+func (s *Store) reannounced(res fleet.Applied, ev fleet.Event) fleet.Applied {
+	if res.Outcome == fleet.OutcomeDuplicate {
+		d, _ := fleet.ApplyFleetEvent(nil, ev, s.now(), s.retention)
+		res.Announce = []*fleet.Document{s.sharded(d)}
+	}
+	return res
 }
 
 // applyKnown applies ev from the version cache, with no read: nothing at
@@ -194,7 +218,7 @@ func (s *Store) applyKnown(ctx context.Context, ref *firestore.DocumentRef, ev f
 	next = s.sharded(next)
 	res = fleet.Applied{Outcome: outcome, LagMillis: now.Sub(ev.ObservedAt.Time()).Milliseconds()}
 	if next == nil {
-		return res, true, nil
+		return s.reannounced(res, ev), true, nil
 	}
 	if !s.versions.trusted() {
 		return fleet.Applied{}, false, nil
@@ -210,6 +234,7 @@ func (s *Store) applyKnown(ctx context.Context, ref *firestore.DocumentRef, ev f
 		s.versions.wrote(false)
 		s.versions.put(ref.ID, next, casState{Exists: true, UpdateTime: wr.UpdateTime}, now)
 		res.Writes = 1
+		res.Announce = []*fleet.Document{written(next, wr.UpdateTime)}
 		return res, true, nil
 	case codes.FailedPrecondition, codes.NotFound:
 		s.versions.forget(ref.ID)
@@ -242,8 +267,8 @@ func (s *Store) applySnapshot(ctx context.Context, ev fleet.Event) (fleet.Applie
 		res.Outcome = fleet.OutcomeStale
 		return res, nil
 	}
-	n, bad, err := s.reconcile(ctx, ev)
-	res.Tombstoned, res.Writes, res.Unreadable = n, n, bad
+	tombstones, bad, err := s.reconcile(ctx, ev)
+	res.Tombstoned, res.Writes, res.Unreadable, res.Announce = len(tombstones), len(tombstones), bad, tombstones
 	if err != nil {
 		return res, fmt.Errorf("reconcile snapshot %s at %v part %d/%d: %w", ev.Cluster, ev.Version, ev.Snapshot.Part+1, ev.Snapshot.Parts, err)
 	}
@@ -289,8 +314,9 @@ func supersedes(snap *firestore.DocumentSnapshot, v fleet.Version) bool {
 // every redelivery agrees), it reads the documents, only the fields the
 // decision needs; a live document written before documents carried their
 // ID is given it, so that later parts agree. Documents that cannot be
-// decoded are skipped and named in the second result.
-func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, error) {
+// decoded are skipped and named in the second result. It returns the
+// tombstones it wrote, as written.
+func (s *Store) reconcile(ctx context.Context, ev fleet.Event) ([]*fleet.Document, []string, error) {
 	lo, hi := fleet.ClusterPrefix(ev.Cluster)
 	if start := ev.Snapshot.Start; !start.IsZero() {
 		lo = start.Key(ev.Cluster).DocID()
@@ -302,10 +328,10 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, e
 	if !s.fullCheck(ev) {
 		count, sum, err := s.liveIDHashes(ctx, lo, hi)
 		if err != nil {
-			return 0, nil, fmt.Errorf("aggregate fleets of %s in [%s, %s): %w", ev.Cluster, lo, hi, err)
+			return nil, nil, fmt.Errorf("aggregate fleets of %s in [%s, %s): %w", ev.Cluster, lo, hi, err)
 		}
 		if wantCount, wantSum := ev.Snapshot.IDHashes(ev.Cluster); count == wantCount && sum == wantSum {
-			return 0, nil, nil
+			return nil, nil, nil
 		}
 	}
 	it := coll.Where(firestore.DocumentID, ">=", coll.Doc(lo)).
@@ -318,9 +344,9 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, e
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(reconcileWorkers)
-	var tombstoned atomic.Int64
 	var mu sync.Mutex
 	var bad []string
+	var tombstones []*fleet.Document
 	skip := func(id string) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -335,7 +361,7 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, e
 		}
 		if err != nil {
 			_ = g.Wait()
-			return int(tombstoned.Load()), bad, fmt.Errorf("list fleets of %s in [%s, %s): %w", ev.Cluster, lo, hi, err)
+			return tombstones, bad, fmt.Errorf("list fleets of %s in [%s, %s): %w", ev.Cluster, lo, hi, err)
 		}
 		read++
 		var d fleet.Document
@@ -351,19 +377,21 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) (int, []string, e
 			continue
 		}
 		g.Go(func() error {
-			done, err := s.tombstone(gctx, ref, ev)
+			t, err := s.tombstone(gctx, ref, ev)
 			if errors.Is(err, fleet.ErrPermanent) {
 				skip(ref.ID)
 				return nil
 			}
-			if done {
-				tombstoned.Add(1)
+			if t != nil {
+				mu.Lock()
+				tombstones = append(tombstones, t)
+				mu.Unlock()
 			}
 			return err
 		})
 	}
 	err := g.Wait()
-	return int(tombstoned.Load()), bad, err
+	return tombstones, bad, err
 }
 
 // fullCheck reports whether a part reads its range's documents whatever
@@ -422,18 +450,29 @@ func (s *Store) backfillDocID(ctx context.Context, ref *firestore.DocumentRef) e
 }
 
 // tombstone re-reads one document in a transaction and tombstones it if the
-// snapshot still says so: an upsert may have landed since the query.
-func (s *Store) tombstone(ctx context.Context, ref *firestore.DocumentRef, ev fleet.Event) (bool, error) {
-	done, err := compareAndSet(ctx, s, byReconcile, ref, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
+// snapshot still says so: an upsert may have landed since the query. It
+// returns the tombstone as written, or nil when none was.
+func (s *Store) tombstone(ctx context.Context, ref *firestore.DocumentRef, ev fleet.Event) (*fleet.Document, error) {
+	var next *fleet.Document
+	done, err := compareAndSetFrom(ctx, s, byReconcile, ref, nil, decodeFleet, func(stored *fleet.Document) (*fleet.Document, error) {
+		next = nil
 		if stored == nil {
 			return nil, nil
 		}
-		return s.sharded(fleet.ReconcileSnapshot(stored, ev, s.now(), s.retention)), nil
+		next = s.sharded(fleet.ReconcileSnapshot(stored, ev, s.now(), s.retention))
+		return next, nil
+	}, func(st casState) {
+		if next != nil {
+			next = written(next, st.UpdateTime)
+		}
 	})
 	if err != nil {
-		return false, fmt.Errorf("tombstone %s: %w", ref.ID, err)
+		return nil, fmt.Errorf("tombstone %s: %w", ref.ID, err)
 	}
-	return done, nil
+	if !done {
+		return nil, nil
+	}
+	return next, nil
 }
 
 // decodeFleet decodes a stored fleet document.

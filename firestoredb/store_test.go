@@ -153,12 +153,22 @@ func TestSnapshotPartsReconcileOnlyTheirRange(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Tombstoned)
 	assert.False(t, res.ClusterUpdated)
+	announced := map[string]*fleet.Document{}
+	for _, d := range res.Announce {
+		announced[d.Name] = d
+	}
+	assert.Len(t, announced, 3, "the tombstones are announced")
 	for n, deleted := range map[string]bool{"a": true, "b": false, "c": true, "d": true, "e": false} {
-		d, _ := get(t, s, n)
+		d, snap := get(t, s, n)
 		assert.Equal(t, deleted, d.Deleted, n)
 		if deleted {
 			assert.Equal(t, fleet.Version{Term: 2, Seq: 1}, d.Version)
 			assert.NotNil(t, d.ExpireAt)
+			if a := announced[n]; assert.NotNil(t, a, n) {
+				assert.True(t, a.Deleted, n)
+				assert.Equal(t, d.Version, a.Version, n)
+				assert.Equal(t, snap.UpdateTime, a.WrittenAt, "%s: announced with its commit time", n)
+			}
 		}
 	}
 	// A redelivered part finds nothing more to do.
@@ -308,6 +318,26 @@ func TestTheVersionCacheDecidesAsTheDocumentWould(t *testing.T) {
 				res, err := tc.store.Apply(t.Context(), ev)
 				require.NoError(t, err)
 				assert.Equal(t, step.want, res.Outcome, "step %d: %s at %v", i, ev.Kind, ev.Version)
+				// What the change feed is given: what was written, with
+				// its commit time; a duplicate's state again, with none.
+				switch {
+				case step.want.Writes():
+					stored, snap := get(t, tc.store, name)
+					if assert.Len(t, res.Announce, 1, "step %d", i) {
+						a := res.Announce[0]
+						assert.Equal(t, stored.Version, a.Version, "step %d", i)
+						assert.Equal(t, stored.Deleted, a.Deleted, "step %d", i)
+						assert.Equal(t, snap.UpdateTime, a.WrittenAt, "step %d: its commit time", i)
+					}
+				case step.want == fleet.OutcomeDuplicate:
+					if assert.Len(t, res.Announce, 1, "step %d", i) {
+						assert.Equal(t, ev.Version, res.Announce[0].Version, "step %d", i)
+						assert.Equal(t, ev.Kind == fleet.KindDelete, res.Announce[0].Deleted, "step %d", i)
+						assert.Zero(t, res.Announce[0].WrittenAt, "step %d: a re-announcement", i)
+					}
+				default:
+					assert.Empty(t, res.Announce, "step %d: nothing to announce", i)
+				}
 			}
 			d, _ := get(t, tc.store, name)
 			d.Name, d.DocID, d.DocIDHash, d.FeedShard = "", "", 0, 0

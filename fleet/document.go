@@ -162,6 +162,14 @@ type Applied struct {
 	// ClusterRepaired reports that the cluster document could not be
 	// decoded and was rewritten from the snapshot.
 	ClusterRepaired bool
+	// Announce are the fleet documents the change feed (fleetfeed)
+	// carries for this event: each fleet document written, its WrittenAt
+	// the commit's time (the upsert's or delete's, a snapshot's
+	// tombstones); and for a duplicate upsert or delete the event's state
+	// again, with no WrittenAt: a re-announcement, which repairs a lost
+	// announcement of the first delivery and changes no reader that holds
+	// that version.
+	Announce []*Document
 }
 
 // Writes reports whether the outcome writes the document.

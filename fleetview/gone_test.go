@@ -88,3 +88,27 @@ func TestTheRemovalsAreBounded(t *testing.T) {
 	_, recent = v.gone.byID[key("pc", "games", "new")]
 	assert.False(t, recent, "the oldest forgotten first")
 }
+
+// TestAReannouncementChangesNothingHeld: the change feed announces a
+// duplicate's state again with no commit time, in case its first
+// announcement was lost. A view that holds that version changes nothing
+// (no change for its watches); one that does not holds it; a write of the
+// same version with a commit time is a change as before.
+func TestAReannouncementChangesNothingHeld(t *testing.T) {
+	v := newState(Options{})
+	at := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
+	a := doc("pc", "games", "a", nil, 1)
+	a.WrittenAt = at
+	require.True(t, v.putFleet(a))
+	again := *a
+	again.WrittenAt = time.Time{}
+	assert.False(t, v.putFleet(&again), "re-announced: held already")
+	rewritten := *a
+	rewritten.WrittenAt = at.Add(time.Second)
+	assert.True(t, v.putFleet(&rewritten), "written again with a commit time")
+	b := doc("pc", "games", "b", nil, 2)
+	assert.True(t, v.putFleet(b), "re-announced, and not held: held now")
+	newer := *a
+	newer.Version.Seq, newer.WrittenAt, newer.Status = 2, time.Time{}, &fleet.DocStatus{ReadyReplicas: 3}
+	assert.True(t, v.putFleet(&newer), "a re-announcement of a newer version than held")
+}

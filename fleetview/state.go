@@ -259,6 +259,9 @@ func (v *state) putFleet(d *fleet.Document) bool {
 	if ok && d.Version.Compare(old.doc.Version) < 0 {
 		return false // an older state than held: never step back
 	}
+	if ok && d.WrittenAt.IsZero() && d.Version == old.doc.Version {
+		return false // the change feed's re-announcement of what is held
+	}
 	if v.gone.covers(id, d) {
 		return false // nor back to before its removal
 	}

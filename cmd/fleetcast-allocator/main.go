@@ -139,6 +139,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer client.Close()
+	if err := query.OpenChanges(ctx, getenv, &qcfg); err != nil {
+		return err
+	}
 	view, err := query.NewView(client, qcfg, log)
 	if err != nil {
 		return err

@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/logging"
+	"github.com/fleetcast/fleetcast/pubsubtopic"
 	"github.com/fleetcast/fleetcast/telemetry"
 	"github.com/fleetcast/fleetcast/version"
 )
@@ -60,6 +62,23 @@ func Firestore(ctx context.Context, getenv func(string) string) (*firestore.Clie
 	c, err := firestore.NewClientWithDatabase(context.WithoutCancel(ctx), project, database)
 	if err != nil {
 		return nil, fmt.Errorf("create firestore client: %w", err)
+	}
+	return c, nil
+}
+
+// PubSub opens a Pub/Sub client in GOOGLE_CLOUD_PROJECT's project
+// (detected when empty), through the emulator when PUBSUB_EMULATOR_HOST
+// names one; after an outage it reconnects within seconds
+// (pubsubtopic.ClientOptions). The client outlives the request that
+// opened it.
+func PubSub(ctx context.Context, getenv func(string) string) (*pubsub.Client, error) {
+	project := getenv("GOOGLE_CLOUD_PROJECT")
+	if project == "" {
+		project = pubsub.DetectProjectID
+	}
+	c, err := pubsub.NewClient(context.WithoutCancel(ctx), project, pubsubtopic.ClientOptions()...)
+	if err != nil {
+		return nil, fmt.Errorf("create pubsub client: %w", err)
 	}
 	return c, nil
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetfeed"
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/logging"
 	"github.com/fleetcast/fleetcast/telemetry"
@@ -67,12 +68,19 @@ type Applier interface {
 	Apply(ctx context.Context, ev fleet.Event) (fleet.Applied, error)
 }
 
+// Announcer announces on the change feed the fleet documents an event left
+// (fleet.Applied.Announce); fleetfeed.Announcer is the production one.
+type Announcer interface {
+	Announce(ctx context.Context, docs []*fleet.Document) error
+}
+
 // Handler handles fleet event CloudEvents.
 type Handler struct {
-	store Applier
-	log   *slog.Logger
-	cfg   Config
-	now   func() time.Time
+	store    Applier
+	announce Announcer
+	log      *slog.Logger
+	cfg      Config
+	now      func() time.Time
 	// dropped counts the messages this instance acknowledged without
 	// applying them; every drop's log line carries it.
 	dropped atomic.Int64
@@ -100,6 +108,15 @@ const SummaryInterval = time.Minute
 // EventTimeout), reading the time from now.
 func NewHandler(store Applier, log *slog.Logger, cfg Config, now func() time.Time) *Handler {
 	return &Handler{store: store, log: log, cfg: cfg, now: now}
+}
+
+// WithAnnouncer has h announce what each event left on the change feed
+// before it acknowledges the event: an announcement that fails asks for
+// the event again, whose redelivery the store answers with the same state
+// to announce (a duplicate's). It returns h.
+func (h *Handler) WithAnnouncer(a Announcer) *Handler {
+	h.announce = a
+	return h
 }
 
 // Reasons a message is dropped, in the reasonCode field of its log line.
@@ -250,6 +267,16 @@ func (h *Handler) handle(ctx context.Context, span trace.Span, e event.Event, ms
 		// transaction's retries, a timeout. Pub/Sub redelivers.
 		h.log.WarnContext(ctx, "fleet event not applied; asking for redelivery", append(attrs, logging.KeyError, err.Error())...)
 		return fmt.Errorf("apply message %s: %w", id, err)
+	}
+	if h.announce != nil && len(res.Announce) > 0 {
+		if err := h.announce.Announce(ctx, res.Announce); err != nil {
+			// Written, but the query instances would not hear of it
+			// before their next resync: asked for again, the event is
+			// a duplicate, announced again.
+			h.log.WarnContext(ctx, "fleet event applied but not announced on the change feed; asking for redelivery",
+				append(attrs, logging.KeyOutcome, string(res.Outcome), logging.KeyError, err.Error())...)
+			return fmt.Errorf("announce message %s: %w", id, err)
+		}
 	}
 	attrs = append(attrs, logging.KeyWrites, res.Writes, logging.KeyLagMillis, res.LagMillis)
 	span.SetAttributes(attribute.String("fleetcast.outcome", string(res.Outcome)), attribute.Int("fleetcast.writes", res.Writes),
@@ -418,6 +445,9 @@ type Config struct {
 	// FeedShards are the shards of the fleets' change feed
 	// (firestoredb.Store.WithFeedShards), the query side's too.
 	FeedShards int
+	// ChangeTopic is the change feed's topic (fleetfeed), which the
+	// function announces what it writes on; empty: none.
+	ChangeTopic string
 	// MaxClusterInFlight bounds one cluster's upserts and deletes in
 	// flight on an instance: past it they are asked for again
 	// (ErrOverShare). Below the instance's request concurrency, it keeps
@@ -443,6 +473,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	e.Int(&c.MaxClusterInFlight, "MAX_CLUSTER_IN_FLIGHT", DefaultMaxClusterInFlight, 1)
 	e.FeedShards(&c.FeedShards)
 	e.String(&c.TopicPrefix, "TOPIC_PREFIX", DefaultTopicPrefix)
+	e.Func("CHANGE_TOPIC", func(v string) error {
+		c.ChangeTopic = v
+		return fleetfeed.ValidateTopicID(v)
+	})
 	e.Level(&c.LogLevel, "LOG_LEVEL")
 	e.Ratio(&c.TraceSampleRatio, "TRACE_SAMPLE_RATIO", 0)
 	return c, e.Err()
@@ -466,7 +500,15 @@ var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*H
 		WithFeedShards(cfg.FeedShards)
 	log := logging.New(os.Stdout, cfg.LogLevel, logging.WithProject(fnruntime.Project(os.Getenv)))
 	fnruntime.Started(log, "IngestFleetEvents")
-	return NewHandler(store, log, cfg, time.Now), nil
+	h := NewHandler(store, log, cfg, time.Now)
+	if cfg.ChangeTopic != "" {
+		ps, err := fnruntime.PubSub(ctx, os.Getenv)
+		if err != nil {
+			return nil, fmt.Errorf("configure IngestFleetEvents: %w", err)
+		}
+		h.WithAnnouncer(fleetfeed.NewAnnouncer(ps, cfg.ChangeTopic))
+	}
+	return h, nil
 }}
 
 // IngestFleetEvents is the Cloud Function's entry point: an HTTP function

@@ -526,3 +526,74 @@ func TestAPushIsAnsweredWithinItsDeadlineWhateverTheStoreDoes(t *testing.T) {
 	assert.Eventually(t, func() bool { return post().Code == http.StatusOK }, time.Minute, 10*time.Millisecond,
 		"once the store returns, the share is free")
 }
+
+// announcing is an Applier whose every event leaves one document to
+// announce, with the outcome it is given, and an Announcer that records
+// what it is asked to announce and answers with err.
+type announcing struct {
+	outcome   fleet.Outcome
+	announced [][]*fleet.Document
+	err       error
+}
+
+func (a *announcing) Apply(_ context.Context, ev fleet.Event) (fleet.Applied, error) {
+	d, _ := fleet.ApplyFleetEvent(nil, ev, now, time.Hour)
+	res := fleet.Applied{Outcome: a.outcome, Announce: []*fleet.Document{d}}
+	if a.outcome.Writes() {
+		res.Writes = 1
+	}
+	return res, nil
+}
+
+func (a *announcing) Announce(_ context.Context, docs []*fleet.Document) error {
+	a.announced = append(a.announced, docs)
+	return a.err
+}
+
+// TestWhatAnEventLeftIsAnnouncedBeforeItIsAcknowledged: with a change
+// feed, the documents an event left are announced before the push is
+// answered, a duplicate's as a write's; an announcement that fails asks
+// for the event again (an error, logged as a warning), so that its
+// redelivery announces it.
+func TestWhatAnEventLeftIsAnnouncedBeforeItIsAcknowledged(t *testing.T) {
+	for _, o := range []fleet.Outcome{fleet.OutcomeCreated, fleet.OutcomeDuplicate} {
+		a := &announcing{outcome: o}
+		var buf bytes.Buffer
+		h := ingest.NewHandler(a, logging.New(&buf, slog.LevelInfo), config(), func() time.Time { return now }).WithAnnouncer(a)
+		require.NoError(t, h.Handle(t.Context(), cloudEvent(t, pubsubData(validEvent(t)))), o)
+		require.Len(t, a.announced, 1, o)
+		require.Len(t, a.announced[0], 1, o)
+		assert.Equal(t, "pc/default/sgs", a.announced[0][0].Key().String(), o)
+	}
+
+	a := &announcing{outcome: fleet.OutcomeUpdated, err: errors.New("pubsub unavailable")}
+	var buf bytes.Buffer
+	h := ingest.NewHandler(a, logging.New(&buf, slog.LevelInfo), config(), func() time.Time { return now }).WithAnnouncer(a)
+	err := h.Handle(t.Context(), cloudEvent(t, pubsubData(validEvent(t))))
+	require.ErrorContains(t, err, "pubsub unavailable", "asked for again")
+	lines := logLines(t, &buf)
+	require.Len(t, lines, 1)
+	assert.Equal(t, "WARNING", lines[0]["severity"])
+	assert.Contains(t, lines[0]["message"], "not announced")
+	assert.Equal(t, "updated", lines[0]["outcome"])
+}
+
+// TestChangeTopicIsAPubSubTopicID: CHANGE_TOPIC is checked by Pub/Sub's
+// rule for a topic ID when the function starts.
+func TestChangeTopicIsAPubSubTopicID(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "CHANGE_TOPIC" {
+				return v
+			}
+			return ""
+		}
+	}
+	c, err := ingest.ConfigFromEnv(env("fleet-changes"))
+	require.NoError(t, err)
+	assert.Equal(t, "fleet-changes", c.ChangeTopic)
+	for _, bad := range []string{"x", "goog-changes", "1changes", "projects/p/topics/fleet-changes"} {
+		_, err := ingest.ConfigFromEnv(env(bad))
+		assert.ErrorContains(t, err, "CHANGE_TOPIC", bad)
+	}
+}

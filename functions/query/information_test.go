@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -309,6 +310,19 @@ func TestMaxStalenessZeroMeansEveryAnswerWaits(t *testing.T) {
 	assert.Equal(t, fleetapi.DefaultMaxStaleness, c.View.MaxStaleness)
 	_, err = query.ConfigFromEnv(func(k string) string { return map[string]string{"MAX_STALENESS": "-1s"}[k] })
 	assert.ErrorContains(t, err, "MAX_STALENESS")
+}
+
+// TestChangeTopicNamesTheFeedTheViewFollows: CHANGE_TOPIC is a Pub/Sub
+// topic ID, and a view asked to follow it needs the client OpenChanges
+// opens.
+func TestChangeTopicNamesTheFeedTheViewFollows(t *testing.T) {
+	c, err := query.ConfigFromEnv(func(k string) string { return map[string]string{"CHANGE_TOPIC": "fc-fleet-changes"}[k] })
+	require.NoError(t, err)
+	assert.Equal(t, "fc-fleet-changes", c.ChangeTopic)
+	_, err = query.ConfigFromEnv(func(k string) string { return map[string]string{"CHANGE_TOPIC": "projects/p/topics/t"}[k] })
+	assert.ErrorContains(t, err, "CHANGE_TOPIC")
+	_, err = query.NewView(nil, c, logging.New(io.Discard, logging.LevelWarning))
+	assert.ErrorContains(t, err, "OpenChanges")
 }
 
 // placements answers GET /v1/placements?params, checking that the answer

@@ -7,6 +7,7 @@ package query
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,12 +18,14 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetmetrics"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetrpc"
+	"github.com/fleetcast/fleetcast/fleetfeed"
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/functions/query/dashboard"
 	"github.com/fleetcast/fleetcast/logging"
@@ -427,6 +430,26 @@ type Config struct {
 	// VerifiedClientCertHeader: see WithVerifiedClientCert
 	// (MTLS_VERIFIED_HEADER).
 	VerifiedClientCertHeader string
+	// ChangeTopic is the change feed's topic (CHANGE_TOPIC, fleetfeed):
+	// the view follows the fleets on it while streams run, rather than
+	// with a Firestore listener, through ChangeClient (OpenChanges opens
+	// it). Empty: the listener.
+	ChangeTopic  string
+	ChangeClient *pubsub.Client
+}
+
+// OpenChanges opens cfg's ChangeClient when it names a ChangeTopic: a
+// Pub/Sub client in GOOGLE_CLOUD_PROJECT's project.
+func OpenChanges(ctx context.Context, getenv func(string) string, cfg *Config) error {
+	if cfg.ChangeTopic == "" || cfg.ChangeClient != nil {
+		return nil
+	}
+	c, err := fnruntime.PubSub(ctx, getenv)
+	if err != nil {
+		return fmt.Errorf("CHANGE_TOPIC: %w", err)
+	}
+	cfg.ChangeClient = c
+	return nil
 }
 
 // ConfigFromEnv reads STALE_AFTER, MAX_STALENESS (0: every answer waits
@@ -466,6 +489,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	e.Bytes(&c.View.FeedMaxBytes, "FEED_MAX_BYTES", fleetapi.DefaultFeedMaxBytes)
 	e.Int(&c.View.MaxWatches, "MAX_STREAMS", fleetapi.DefaultMaxWatches, 1)
 	e.FeedShards(&c.FeedShards)
+	e.Func("CHANGE_TOPIC", func(v string) error {
+		c.ChangeTopic = v
+		return fleetfeed.ValidateTopicID(v)
+	})
 	e.Func("VIEW_CLUSTERS", func(v string) error {
 		var names []string
 		for n := range strings.SplitSeq(v, ",") {
@@ -539,6 +566,9 @@ func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Hand
 	}
 	log := logging.New(logs, cfg.LogLevel, logging.WithProject(fnruntime.Project(getenv)))
 	fnruntime.Started(log, "QueryFleets")
+	if err := OpenChanges(ctx, getenv, &cfg); err != nil {
+		return nil, fmt.Errorf("configure the query API: %w", err)
+	}
 	svc, err := NewView(client, cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("configure the query API: %w", err)
@@ -563,6 +593,13 @@ func NewView(client *firestore.Client, cfg Config, log *slog.Logger) (*fleetapi.
 			return nil, fmt.Errorf("VIEW_CLUSTERS: %w", err)
 		}
 		log.Info("the view holds a partition", "clusters", cfg.View.Clusters)
+	}
+	if cfg.ChangeTopic != "" {
+		if cfg.ChangeClient == nil {
+			return nil, errors.New("CHANGE_TOPIC: no Pub/Sub client (OpenChanges)")
+		}
+		src = fleetfeed.NewFollower(src, cfg.ChangeClient, cfg.ChangeTopic, log)
+		log.Info("the view follows the change feed", "topic", cfg.ChangeTopic)
 	}
 	svc := fleetapi.NewService(src, cfg.View)
 	svc.Start()

@@ -285,7 +285,7 @@ func TestTheCLIReadsLikeKubectls(t *testing.T) {
 // names fails the test: a new room is placed on purpose.
 var layers = [][]string{
 	{"fleet", "logging", "telemetry", "schemas", "gen/", "version"},                         // the domain, the contracts, telemetry and the release
-	{"firestoredb", "fleetview", "fleetapi", "pubsubtopic", "publisher"},                    // adapters, the view engine, the read model, the agent
+	{"firestoredb", "fleetview", "fleetfeed", "fleetapi", "pubsubtopic", "publisher"},       // adapters, the view engine, the change feed, the read model, the agent
 	{"fleetclient", "fleetwatch", "functions/", "allocator", ".", "internal/build/"},        // clients, the functions, the allocation service, build checks
 	{"internal/testenv", "internal/cli", "internal/demo"},                                   // what programs and tests run on
 	{"cmd/", "internal/cmd/", "examples/", "emulator-tests", "internal/house", "terraform"}, // programs, and tests of the whole
