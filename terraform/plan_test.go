@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetfeed"
 )
 
 // The sizing rule for a publisher's start-up republish (terraform/README.md,
@@ -137,9 +138,34 @@ func TestEnvironmentsPlanOnAFreshProjectAndKeepThePlatformsRules(t *testing.T) {
 				}
 			}
 
-			// No cluster, no cluster topic: only the dead letters'.
-			assert.Len(t, byType("google_pubsub_topic"), 1)
+			// No cluster, no cluster topic: only the dead letters' and
+			// the change feed's, which both functions name, and whose
+			// subscriptions the query identity may hold only by the
+			// name its instances give them.
+			topics := byType("google_pubsub_topic")
+			assert.Len(t, topics, 2)
 			assert.Len(t, byType("google_pubsub_subscription"), 1)
+			var feed string
+			for _, tp := range topics {
+				if strings.HasSuffix(tp.Address, ".changes[0]") {
+					feed = tp.Values["name"].(string)
+				}
+			}
+			require.NotEmpty(t, feed, "the change feed's topic")
+			for _, fn := range functions {
+				env := first(t, fn.Values["service_config"])["environment_variables"].(map[string]any)
+				assert.Equal(t, feed, env["CHANGE_TOPIC"], "%s follows or announces on the feed", fn.Address)
+			}
+			grants := byType("google_project_iam_member")
+			var conditioned bool
+			for _, g := range grants {
+				if strings.HasSuffix(g.Address, ".query_view_feed[0]") {
+					expr := first(t, g.Values["condition"])["expression"].(string)
+					assert.Contains(t, expr, `resource.name.startsWith("projects/`+g.Values["project"].(string)+`/subscriptions/`+fleetfeed.SubscriptionPrefix(feed)+`")`)
+					conditioned = true
+				}
+			}
+			assert.True(t, conditioned, "the query identity's grant on its feed subscriptions")
 		})
 	}
 }

@@ -18,6 +18,8 @@ var servicesNeeded = map[string][]string{
 	"data.google_project":       {"cloudresourcemanager.googleapis.com"},
 	"google_project_iam_member": {"cloudresourcemanager.googleapis.com"},
 	"google_service_account":    {"iam.googleapis.com"},
+	// Custom roles are IAM's (projects.roles.create).
+	"google_project_iam_custom_role": {"iam.googleapis.com"},
 	// The repository and its IAM policy are Artifact Registry's API.
 	"google_artifact_registry_repository":            {"artifactregistry.googleapis.com"},
 	"google_artifact_registry_repository_iam_member": {"artifactregistry.googleapis.com"},

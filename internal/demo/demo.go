@@ -37,6 +37,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetclient"
+	"github.com/fleetcast/fleetcast/fleetfeed"
 	"github.com/fleetcast/fleetcast/fleetwatch"
 	"github.com/fleetcast/fleetcast/internal/testenv/controlplane"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
@@ -103,6 +104,16 @@ func Run(ctx context.Context, opts Options) error {
 	defer cp.Stop()
 	say("kube-apiserver at %s (kubeconfig %s)", cp.URL, cp.Kubeconfig)
 
+	ps, err := pubsub.NewClient(ctx, Project)
+	if err != nil {
+		return err
+	}
+	defer ps.Close()
+	say("creating the change feed's topic %s: the ingest function announces what it writes, the query side follows it", fleetfeed.DefaultTopic)
+	if err := fleetfeed.EnsureTopic(ctx, ps, fleetfeed.DefaultTopic); err != nil {
+		return err
+	}
+
 	say("building and serving the Cloud Functions (Functions Framework)")
 	bin := filepath.Join(tmp, "functions")
 	if err := proc.Build(ctx, opts.ModuleDir, "./cmd/fleetcast-functions", bin); err != nil {
@@ -120,11 +131,6 @@ func Run(ctx context.Context, opts Options) error {
 	defer stopQuery()
 
 	say("creating each cluster's Avro-validated topic and its push subscription into IngestFleetEvents")
-	ps, err := pubsub.NewClient(ctx, Project)
-	if err != nil {
-		return err
-	}
-	defer ps.Close()
 	schemas, err := schema.NewSchemaClient(ctx, emulator.EmulatorOptions(os.Getenv(emulator.PubSubHostEnv))...)
 	if err != nil {
 		return err
@@ -386,7 +392,8 @@ func serveFunction(ctx context.Context, bin, target string) (string, func(), err
 		return "", nil, err
 	}
 	fn, err := proc.Start(target, bin, proc.Options{
-		Env: []string{"FUNCTION_TARGET=" + target, "PORT=" + port, "GOOGLE_CLOUD_PROJECT=" + Project, "LOG_LEVEL=WARNING", "STALE_AFTER=30s"},
+		Env: []string{"FUNCTION_TARGET=" + target, "PORT=" + port, "GOOGLE_CLOUD_PROJECT=" + Project, "LOG_LEVEL=WARNING", "STALE_AFTER=30s",
+			"CHANGE_TOPIC=" + fleetfeed.DefaultTopic},
 	})
 	if err != nil {
 		return "", nil, err

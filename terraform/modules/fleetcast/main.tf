@@ -38,7 +38,14 @@ locals {
     # The ingest writes each fleet's feed shard, the query side follows
     # them all: the same for both.
     FEED_SHARDS = tostring(var.feed_shards)
+    # The ingest announces on it, the query side follows it (change_feed).
+    CHANGE_TOPIC = var.change_feed ? local.change_topic : ""
   }
+  change_topic = "${var.name_prefix}-fleet-changes"
+  # What each query instance names its change feed subscription before a
+  # random suffix (fleetfeed.SubscriptionPrefix): the only subscriptions
+  # the query identity may delete or read.
+  change_subscription_prefix = "${local.change_topic}-view-"
   # The query side's settings, the function's or the service's alike
   # (cmd/fleetcast-query reads the function's environment).
   query_env = merge(local.firestore_env, {
@@ -161,6 +168,58 @@ resource "google_pubsub_topic" "events" {
     encoding = "JSON"
   }
   message_retention_duration = local.message_retention
+}
+
+# The change feed (change_feed; fleetfeed): the ingest function announces
+# each fleet document it writes, and each query instance follows it
+# through a subscription of its own while streams run, rather than with a
+# Firestore listener billed a read per write per instance.
+resource "google_pubsub_topic" "changes" {
+  count      = var.change_feed ? 1 : 0
+  project    = var.project_id
+  name       = local.change_topic
+  depends_on = [time_sleep.services]
+}
+
+resource "google_pubsub_topic_iam_member" "changes_publisher" {
+  count   = var.change_feed ? 1 : 0
+  project = var.project_id
+  topic   = google_pubsub_topic.changes[0].name
+  role    = "roles/pubsub.publisher"
+  member  = google_service_account.ingest.member
+}
+
+# A query instance attaches its subscriptions to the feed's topic
+# (pubsub.topics.attachSubscription) and to no other.
+resource "google_pubsub_topic_iam_member" "changes_subscriber" {
+  count   = var.change_feed ? 1 : 0
+  project = var.project_id
+  topic   = google_pubsub_topic.changes[0].name
+  role    = "roles/pubsub.subscriber"
+  member  = google_service_account.query.member
+}
+
+# ... creates them in the project, and reads and deletes its own alone:
+# the condition holds every subscription to the feed's prefix.
+resource "google_project_iam_custom_role" "view_feed" {
+  count       = var.change_feed ? 1 : 0
+  project     = var.project_id
+  role_id     = "${replace(var.name_prefix, "-", "_")}_view_feed"
+  title       = "fleetcast query view: its change feed subscriptions"
+  description = "Create, read and delete the query instances' own subscriptions to the change feed (${local.change_topic})."
+  permissions = ["pubsub.subscriptions.consume", "pubsub.subscriptions.create", "pubsub.subscriptions.delete", "pubsub.subscriptions.get"]
+  depends_on  = [time_sleep.services]
+}
+
+resource "google_project_iam_member" "query_view_feed" {
+  count   = var.change_feed ? 1 : 0
+  project = var.project_id
+  role    = google_project_iam_custom_role.view_feed[0].id
+  member  = google_service_account.query.member
+  condition {
+    title      = "its change feed subscriptions only"
+    expression = "resource.type != \"pubsub.googleapis.com/Subscription\" || resource.name.startsWith(\"projects/${var.project_id}/subscriptions/${local.change_subscription_prefix}\")"
+  }
 }
 
 resource "google_pubsub_topic" "dead_letter" {
@@ -592,8 +651,10 @@ resource "google_cloudfunctions2_function" "ingest" {
   # Only once the indexes are built (the provider waits for their creation
   # to finish): a snapshot part's aggregation needs the reconcile index,
   # and Firestore refuses the query until then (FAILED_PRECONDITION); the
-  # feed's is there before the first write it must hold.
-  depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_reconcile, google_firestore_index.fleet_feed]
+  # feed's is there before the first write it must hold; and it may
+  # announce on the change feed before its first event.
+  depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_reconcile, google_firestore_index.fleet_feed,
+  google_pubsub_topic_iam_member.changes_publisher]
 }
 
 # The query functions (query_mode = "function"): "all", whose view holds
@@ -632,8 +693,9 @@ resource "google_cloudfunctions2_function" "query" {
   }
   # The views follow the fleets through the feed's index, a partition's
   # through its clusters' index: Firestore refuses the query until it is
-  # built.
-  depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_feed, google_firestore_index.fleet_feed_by_cluster]
+  # built; and they may follow the change feed before their first stream.
+  depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_feed, google_firestore_index.fleet_feed_by_cluster,
+  google_pubsub_topic_iam_member.changes_subscriber, google_project_iam_member.query_view_feed]
 }
 
 # The query function was one resource with count before the partitions.
@@ -735,7 +797,7 @@ resource "google_cloud_run_v2_service" "query" {
       }
     }
   }
-  depends_on = [time_sleep.services, google_firestore_index.fleet_feed]
+  depends_on = [time_sleep.services, google_firestore_index.fleet_feed, google_pubsub_topic_iam_member.changes_subscriber, google_project_iam_member.query_view_feed]
 }
 
 # The sidecar writes the series as the query service's identity.

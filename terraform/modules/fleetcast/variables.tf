@@ -366,6 +366,12 @@ variable "feed_shards" {
   }
 }
 
+variable "change_feed" {
+  type        = bool
+  description = "Whether the query instances follow the fleets on a Pub/Sub change feed (CHANGE_TOPIC, both functions; topic NAME_PREFIX-fleet-changes) rather than with a Firestore realtime listener each. A listener is billed one Firestore read per fleet document written, per query instance; the feed costs a message per write and per instance at Pub/Sub's price per byte, an order of magnitude less (BENCHMARKS.md §7). The ingest function announces each write before it acknowledges its event; each query instance creates a subscription of its own while streams run, and deletes it after (Pub/Sub deletes one left behind after a day unused)."
+  default     = true
+}
+
 variable "query_partitions" {
   type        = map(list(string))
   description = "Partitions of the query side, for a deployment whose fleets do not fit one instance's view (query_max_view_bytes; docs/capacity.md): each key names one more query function, NAME_PREFIX-query-KEY, whose view holds the listed clusters only (VIEW_CLUSTERS, at most 30) and reads only their documents. A matchmaker asks the partition of its clusters (output query_partition_urls); a partition refuses a request about another cluster. The query_url function still answers for every cluster. Empty: no partitions."
