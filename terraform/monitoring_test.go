@@ -268,6 +268,38 @@ func TestMonitoring(t *testing.T) {
 		}
 	})
 
+	t.Run("the exclusion drops the ingested events' lines below WARNING, and no metric loses a count", func(t *testing.T) {
+		ex, ok := byType["google_logging_project_exclusion"]["ingest_ingested_events"]
+		require.True(t, ok)
+		filter, err := logquery.Parse(ex.Values["filter"].(string))
+		require.NoError(t, err)
+		excluded := map[string]int{}
+		for _, l := range ingestLogs(t) {
+			e := logquery.FromStructuredLine(l, cloudRun(project, "fleetcast-ingest"), "projects/"+project+"/logs/run.googleapis.com%2Fstdout")
+			if !filter.Match(e) {
+				assert.NotEqual(t, "INFO", e["severity"], "every INFO line of an event is excluded: %s", l)
+				continue
+			}
+			excluded[e["severity"].(string)]++
+			assert.Equal(t, "fleet event ingested", e["jsonPayload"].(map[string]any)["message"])
+			for _, m := range []string{"ingest_outcome", "heartbeats"} {
+				if parseLogMetric(t, logMetrics[m]).filter.Match(e) {
+					excluded[m]++
+				}
+			}
+			e["resource"] = cloudRun(project, "fleetcast-query")
+			assert.False(t, filter.Match(e), "another service's line")
+		}
+		assert.Equal(t, map[string]int{"INFO": 4, "ingest_outcome": 4, "heartbeats": 1}, excluded,
+			"the events that changed a document, a snapshot's among them; the metrics still count them")
+		for _, l := range ingestLogs(t) {
+			e := logquery.FromStructuredLine(l, cloudRun(project, "fleetcast-ingest"), "projects/"+project+"/logs/run.googleapis.com%2Fstdout")
+			if e["severity"] == "WARNING" || e["severity"] == "ERROR" {
+				assert.False(t, filter.Match(e), "drops and failures are kept: %s", l)
+			}
+		}
+	})
+
 	t.Run("every alert, SLO and chart reads a metric the module or Google defines", func(t *testing.T) {
 		userLabels := map[string][]string{}
 		for _, r := range logMetrics {

@@ -59,6 +59,22 @@ resource "google_logging_project_exclusion" "ingest_accepted_pushes" {
   depends_on = [time_sleep.services]
 }
 
+# The ingest function's "fleet event ingested" lines below WARNING: one
+# per event that changed a document (about 600 bytes), the source of the
+# log-based metrics ingest_outcome, ingest_lag and heartbeats, which count
+# every entry the project receives, excluded or not (as above). Excluded
+# from the _Default sink unless store_ingested_event_logs: the metrics,
+# alerts and charts stay whole, the lines are not stored. Drops, failures
+# and refusals are WARNING or ERROR lines, and kept.
+resource "google_logging_project_exclusion" "ingest_ingested_events" {
+  count       = var.store_ingested_event_logs ? 0 : 1
+  project     = var.project_id
+  name        = "${var.name_prefix}-ingest-ingested-events"
+  description = "The \"fleet event ingested\" lines of ${local.ingest_name} below WARNING (one per event that changed a document); the log-based metrics still count them."
+  filter      = "${local.ingested} AND severity<WARNING"
+  depends_on  = [time_sleep.services]
+}
+
 resource "google_logging_metric" "ingest_dropped" {
   project = var.project_id
   name    = "${var.name_prefix}/ingest_dropped"

@@ -366,6 +366,12 @@ variable "feed_shards" {
   }
 }
 
+variable "store_ingested_event_logs" {
+  type        = bool
+  description = "Whether Cloud Logging stores the ingest function's \"fleet event ingested\" lines below WARNING, one of about 600 bytes per event that changed a document (BENCHMARKS.md §7). By default an exclusion drops them from the _Default sink: the log-based metrics built on them (ingest_outcome, ingest_lag, heartbeats) still count every one, and drops, failures and refusals, at WARNING or above, are kept. true: store them, to read each event's line in Logs Explorer."
+  default     = false
+}
+
 variable "change_feed" {
   type        = bool
   description = "Whether the query instances follow the fleets on a Pub/Sub change feed (CHANGE_TOPIC, both functions; topic NAME_PREFIX-fleet-changes) rather than with a Firestore realtime listener each. A listener is billed one Firestore read per fleet document written, per query instance; the feed costs a message per write and per instance at Pub/Sub's price per byte, an order of magnitude less (BENCHMARKS.md §7). The ingest function announces each write before it acknowledges its event; each query instance creates a subscription of its own while streams run, and deletes it after (Pub/Sub deletes one left behind after a day unused)."
