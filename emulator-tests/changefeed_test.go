@@ -27,7 +27,8 @@ func feedView(t *testing.T, p *pipeline, topic string) (*fleetview.Engine, *fire
 	store := firestoredb.New(p.fs, time.Hour, time.Now)
 	log := logging.New(io.Discard, logging.LevelWarning)
 	eng := fleetview.New(fleetfeed.NewFollower(store, emulator.PubSub(t, project), topic, log),
-		fleetview.Options{Log: log, MaxStaleness: time.Hour, StaleAfter: time.Hour, ClusterRefresh: 100 * time.Millisecond})
+		fleetview.Options{Log: log, MaxStaleness: time.Hour, StaleAfter: time.Hour, ClusterRefresh: 100 * time.Millisecond,
+			CheckInterval: 300 * time.Millisecond})
 	require.NoError(t, eng.Sync(t.Context()))
 	return eng, store
 }
@@ -160,4 +161,11 @@ func TestChangeFeedCarriesEveryWrite(t *testing.T) {
 	p.publishAndWait(p.upsert("c", 8, 4))
 	waitView(t, eng, p, "c", "c, through the new subscription", atSeq(8, 4))
 	assert.Len(t, viewSubscriptions(t, topic), 1)
+
+	// A fleet gone from Firestore with no tombstone, which no feed
+	// announces: the view's checks find its cluster disagreeing, and read
+	// it again.
+	_, err = store.FleetRef(p.key("c")).Delete(t.Context())
+	require.NoError(t, err)
+	waitView(t, eng, p, "c", "c, gone unannounced, found by the checks", absent)
 }

@@ -3,6 +3,7 @@ package firestoredb_test
 import (
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetview"
 	"github.com/fleetcast/fleetcast/functions/ingest"
 )
 
@@ -13,4 +14,7 @@ var (
 	_ fleetapi.Follower = (*firestoredb.Store)(nil)
 	_ fleetapi.Follower = (*firestoredb.Partition)(nil)
 	_ ingest.Applier    = (*firestoredb.Store)(nil)
+	// The view checks its clusters against either (fleetview.Checker).
+	_ fleetview.Checker = (*firestoredb.Store)(nil)
+	_ fleetview.Checker = (*firestoredb.Partition)(nil)
 )

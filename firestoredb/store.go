@@ -326,7 +326,7 @@ func (s *Store) reconcile(ctx context.Context, ev fleet.Event) ([]*fleet.Documen
 	}
 	coll := s.client.Collection(FleetsCollection)
 	if !s.fullCheck(ev) {
-		count, sum, err := s.liveIDHashes(ctx, lo, hi)
+		count, sum, err := s.liveIDHashes(ctx, byReconcile, lo, hi)
 		if err != nil {
 			return nil, nil, fmt.Errorf("aggregate fleets of %s in [%s, %s): %w", ev.Cluster, lo, hi, err)
 		}
@@ -408,7 +408,7 @@ func (s *Store) fullCheck(ev fleet.Event) bool {
 // liveIDHashes counts the live fleet documents with an ID in [lo, hi) and
 // sums their IDHash, in one aggregation query: billed one read per 1 000
 // index entries it scans.
-func (s *Store) liveIDHashes(ctx context.Context, lo, hi string) (count, sum int64, err error) {
+func (s *Store) liveIDHashes(ctx context.Context, by cause, lo, hi string) (count, sum int64, err error) {
 	q := s.client.Collection(FleetsCollection).Where(fieldDocID, ">=", lo).Where(fieldDocID, "<", hi).Where(fieldDeleted, "==", false)
 	res, err := q.NewAggregationQuery().WithCount("count").WithSum(fieldDocIDHash, "sum").Get(ctx)
 	if err != nil {
@@ -419,7 +419,7 @@ func (s *Store) liveIDHashes(ctx context.Context, lo, hi string) (count, sum int
 		return 0, 0, fmt.Errorf("aggregation answered no count: %v", res)
 	}
 	count = c.GetIntegerValue()
-	s.billed.read(byReconcile, max(1, (count+999)/1000))
+	s.billed.read(by, max(1, (count+999)/1000))
 	switch v := res["sum"].(type) {
 	case *firestorepb.Value:
 		if _, isInt := v.GetValueType().(*firestorepb.Value_IntegerValue); !isInt && count > 0 {

@@ -190,6 +190,43 @@ func TestSnapshotPartsReconcileOnlyTheirRange(t *testing.T) {
 	assert.Equal(t, fleet.Version{Term: 2, Seq: 1}, cluster.SnapshotVersion)
 }
 
+// TestAClusterDigestCountsItsLiveFleets: what a view checks itself
+// against: the count and docIDHash sum of a cluster's live fleet
+// documents, none of another cluster's nor a tombstone; and the cluster's
+// live fleets read alone.
+func TestAClusterDigestCountsItsLiveFleets(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	cluster := "dg" + strings.ToLower(strings.ReplaceAll(t.Name(), "_", ""))[:8]
+	var want, sum int64
+	for i, n := range []string{"a", "b", "c"} {
+		ev := upsert(n, 1, int64(i+1), 1)
+		ev.Cluster = cluster
+		_, err := s.Apply(ctx, ev)
+		require.NoError(t, err)
+		if n != "b" {
+			want, sum = want+1, sum+fleet.IDHash(ev.Key().DocID())
+		}
+	}
+	del := upsert("b", 1, 9, 0)
+	del.Cluster, del.Kind, del.Fleet = cluster, fleet.KindDelete, fleet.State{}
+	_, err := s.Apply(ctx, del)
+	require.NoError(t, err)
+	other := upsert("a", 1, 1, 1)
+	other.Cluster = cluster + "x"
+	_, err = s.Apply(ctx, other)
+	require.NoError(t, err)
+
+	count, got, err := s.ClusterDigest(ctx, cluster)
+	require.NoError(t, err)
+	assert.Equal(t, want, count)
+	assert.Equal(t, sum, got)
+	var names []string
+	_, err = s.ClusterFleets(ctx, cluster, func(d *fleet.Document) { names = append(names, d.Name) })
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "c"}, names)
+}
+
 // TestAnUnreadableDocumentHoldsUpNothingElse: a fleet document that
 // cannot be decoded makes its own events fail permanently (to be
 // acknowledged, not redelivered for days), while snapshot parts over its

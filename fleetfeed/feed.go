@@ -160,9 +160,28 @@ type Follower struct {
 }
 
 // NewFollower returns a Follower of src that follows the feed on topicID
-// in client's project, logging to log.
-func NewFollower(src fleetview.Source, client *pubsub.Client, topicID string, log *slog.Logger) *Follower {
-	return &Follower{Source: src, client: client, topic: topicID, log: log}
+// in client's project, logging to log; a fleetview.Checker too when src
+// is one (firestoredb's are), so that the view checks its clusters.
+func NewFollower(src fleetview.Source, client *pubsub.Client, topicID string, log *slog.Logger) fleetview.Follower {
+	f := &Follower{Source: src, client: client, topic: topicID, log: log}
+	if c, ok := src.(fleetview.Checker); ok {
+		return &checkedFollower{Follower: f, checker: c}
+	}
+	return f
+}
+
+// checkedFollower is a Follower of a Checker, and a Checker.
+type checkedFollower struct {
+	*Follower
+	checker fleetview.Checker
+}
+
+func (f *checkedFollower) ClusterDigest(ctx context.Context, cluster string) (count, sum int64, err error) {
+	return f.checker.ClusterDigest(ctx, cluster)
+}
+
+func (f *checkedFollower) ClusterFleets(ctx context.Context, cluster string, each func(*fleet.Document)) ([]string, error) {
+	return f.checker.ClusterFleets(ctx, cluster, each)
 }
 
 // Subscription settings of a follower's own subscription.

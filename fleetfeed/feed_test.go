@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetfeed"
+	"github.com/fleetcast/fleetcast/fleetview"
 )
 
 // TestAChangeMessageCarriesItsDocument: a document goes through a change
@@ -51,3 +52,16 @@ func TestValidateTopicID(t *testing.T) {
 		assert.Error(t, fleetfeed.ValidateTopicID(bad), bad)
 	}
 }
+
+// TestAFollowerOfACheckerChecks: the view checks its clusters through the
+// follower when the Source it wraps can (firestoredb's can).
+func TestAFollowerOfACheckerChecks(t *testing.T) {
+	_, plain := fleetfeed.NewFollower(source{}, nil, "t", nil).(fleetview.Checker)
+	assert.False(t, plain)
+	_, checked := fleetfeed.NewFollower(checker{}, nil, "t", nil).(fleetview.Checker)
+	assert.True(t, checked)
+}
+
+type source struct{ fleetview.Source }
+
+type checker struct{ fleetview.Checker }

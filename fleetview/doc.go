@@ -31,6 +31,15 @@
 // label selector over 10 000 fleets reads the page it answers, not every
 // fleet.
 //
+// A view that follows a Checker (firestoredb's Store and Partition, and a
+// fleetfeed Follower of them) compares each cluster with the store every
+// CheckInterval — its count of live fleets and the sum of their
+// docIDHash, one aggregation billed a read per 1 000 fleets — and reads a
+// cluster again when it disagreed at two checks in a row. Its listener or
+// feed delivers every write, and the checks find what drifted all the
+// same (a fleet gone without a tombstone it heard), so it loads
+// everything only every FollowResync rather than every Resync.
+//
 // The view records its changes in a bounded feed, which each snapshot
 // holds as it was at its publication. Watches (Watcher) follow the feed of
 // the newest snapshot: a watch of any filter costs no read of the store,

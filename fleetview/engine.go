@@ -31,8 +31,9 @@ type Engine struct {
 	st *state
 
 	// unanswerable counts the documents left out because no answer
-	// could hold them (Encodable).
+	// could hold them (Encodable); skipped holds those still left out.
 	unanswerable atomic.Int64
+	skipped      skipped
 
 	schedMu sync.Mutex // guards running, next, watches and pollStop
 	running *round
@@ -167,6 +168,9 @@ func (e *Engine) run(r *round) {
 		for r != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), e.opts.SyncTimeout)
 			r.err = e.syncOnce(ctx, r.started, r.strict)
+			if c, due := e.checkDue(r.started); r.err == nil && due {
+				r.err = e.check(ctx, c, r.started)
+			}
 			cancel()
 			if r.err != nil {
 				// Waiters answer with the error; a background round has
@@ -221,7 +225,11 @@ func (e *Engine) syncOnce(ctx context.Context, started time.Time, strict bool) e
 	point := started.Add(-e.opts.CommitLag)
 	e.mu.Lock()
 	v := e.st
-	full := !v.loaded || started.Sub(v.lastLoad) >= e.opts.Resync || started.Sub(v.lastSync) > e.opts.TombstoneRetention/2
+	resync := e.opts.Resync
+	if _, checked := e.src.(Checker); checked && v.listening {
+		resync = e.opts.FollowResync
+	}
+	full := !v.loaded || started.Sub(v.lastLoad) >= resync || started.Sub(v.lastSync) > e.opts.TombstoneRetention/2
 	clustersDue := started.Sub(v.lastClusterSync) >= e.opts.clusterRefresh()
 	fleetsDue := full || strict || !v.listening || started.Sub(v.lastSync) >= max(0, e.opts.MaxStaleness)/2
 	fleetsSince, clustersSince := v.fleetsSince, v.clustersSince
@@ -285,6 +293,7 @@ func (e *Engine) syncOnce(ctx context.Context, started time.Time, strict bool) e
 // holds.
 func (e *Engine) load(ctx context.Context, started, point time.Time) error {
 	l := newLoading(e.opts.MaxViewBytes)
+	e.skipped.reset("")
 	bad, err := e.src.LiveFleets(ctx, func(d *fleet.Document) { l.add(e.answerable([]*fleet.Document{d})[0]) })
 	if err != nil {
 		return err
@@ -300,7 +309,7 @@ func (e *Engine) load(ctx context.Context, started, point time.Time) error {
 	defer e.mu.Unlock()
 	v := e.st
 	v.load(withJournal(l.docs(), v.journal), cdocs, l.overBudget)
-	v.lastLoad, v.lastClusterSync = started, started
+	v.lastLoad, v.lastClusterSync, v.lastCheck, v.misses = started, started, started, nil
 	v.lastSync = maxTime(v.lastSync, started)
 	v.fleetsSince = maxTime(v.fleetsSince, point)
 	v.clustersSince = point
@@ -397,6 +406,7 @@ func (e *Engine) admits(cluster string) bool {
 func (e *Engine) answerable(docs []*fleet.Document) []*fleet.Document {
 	for i, d := range docs {
 		if d.Deleted {
+			e.skipped.put(d.Key().DocID(), d.Cluster, false)
 			continue
 		}
 		if !e.admits(d.Cluster) {
@@ -408,7 +418,10 @@ func (e *Engine) answerable(docs []*fleet.Document) []*fleet.Document {
 			e.opts.Log.Error("query view: a fleet document no answer can hold is left out", "collection", "fleets",
 				logging.KeyFleet, d.Key().DocID(), logging.KeyError, err.Error(), "unanswerableTotal", e.unanswerable.Add(1))
 			docs[i] = &fleet.Document{Cluster: d.Cluster, Namespace: d.Namespace, Name: d.Name, Deleted: true, Version: d.Version}
+			e.skipped.put(d.Key().DocID(), d.Cluster, d.DocID != "")
+			continue
 		}
+		e.skipped.put(d.Key().DocID(), d.Cluster, false)
 	}
 	return docs
 }

@@ -56,6 +56,14 @@ const (
 	// bounds the life of any change it missed (a write that became
 	// visible later than CommitLag, or a clock off by more).
 	DefaultResync = 15 * time.Minute
+	// DefaultFollowResync is how often a view that follows a Checker
+	// loads everything again: its listener or feed delivers every write,
+	// and its checks find a cluster that drifted all the same.
+	DefaultFollowResync = 6 * time.Hour
+	// DefaultCheckInterval is how often a view that follows a Checker
+	// compares each cluster's count of live fleets (and the sum of their
+	// docIDHash) with the store's.
+	DefaultCheckInterval = 5 * time.Minute
 	// DefaultWatchPoll is how often a view with watches reads what was
 	// written since its last sync, and judges the clusters' staleness,
 	// unless a listener delivers the writes (see Follower).
@@ -95,6 +103,9 @@ type Options struct {
 	CommitLag time.Duration
 	// Resync is how often the view loads everything again.
 	Resync time.Duration
+	// FollowResync replaces Resync while the view follows a Source that
+	// is a Checker (see Checker); CheckInterval is how often it checks.
+	FollowResync, CheckInterval time.Duration
 	// TombstoneRetention is how long Firestore keeps a tombstone: a view
 	// that has not synced for half of it loads everything again.
 	TombstoneRetention time.Duration
@@ -150,6 +161,12 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Resync <= 0 {
 		o.Resync = DefaultResync
+	}
+	if o.FollowResync <= 0 {
+		o.FollowResync = DefaultFollowResync
+	}
+	if o.CheckInterval <= 0 {
+		o.CheckInterval = DefaultCheckInterval
 	}
 	if o.TombstoneRetention <= 0 {
 		o.TombstoneRetention = fleet.DefaultTombstoneRetention

@@ -29,6 +29,11 @@ type state struct {
 	fleetsSince, clustersSince          time.Time
 	// listening: a listener (Follower) delivers the fleets' changes.
 	listening bool
+	// lastCheck is when the newest check of the clusters began (see
+	// Checker); misses counts, for each cluster, the checks in a row it
+	// disagreed at.
+	lastCheck time.Time
+	misses    map[string]int
 	// journal holds, while a sync reads, the newest document of each
 	// fleet the listener delivered meanwhile: the sync's read may
 	// predate them, and must not step the view back.
