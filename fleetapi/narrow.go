@@ -16,6 +16,9 @@ import (
 // compared as a number), each fleet of the set still has to be checked
 // with q.Matches.
 func (r *Read) narrow(q Query) (set fleetview.Set, exact bool) {
+	if set, ok := r.selective(q); ok {
+		return set, false
+	}
 	exact = q.Namespace == "" && q.MinReady == 0 && q.Counter == "" && q.List == "" && q.RolloutComplete == nil
 	switch {
 	case len(q.Clusters) > 0:
@@ -55,6 +58,48 @@ func (r *Read) narrow(q Query) (set fleetview.Set, exact bool) {
 		}
 	}
 	return set, exact
+}
+
+// selective returns, when q's selector has a requirement that few fleets
+// meet (one that In reads by slot: Snapshot.Sparse), the set of those
+// fleets alone, which q may match; the caller checks each of them
+// (Query.Matches: its clusters, staleness and other requirements), so that
+// a selector matching 100 fleets of a million reads those 100, and never
+// the lists of whole clusters or of common labels. The requirement
+// chosen is the one the fewest fleets meet, counted from the index.
+func (r *Read) selective(q Query) (fleetview.Set, bool) {
+	if q.Selector == nil {
+		return fleetview.Set{}, false
+	}
+	reqs, selectable := q.Selector.Requirements()
+	if !selectable {
+		return fleetview.Set{}, false
+	}
+	best, fewest := -1, 0
+	for i, req := range reqs {
+		n := 0
+		switch req.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			for _, v := range req.ValuesUnsorted() {
+				n += r.snap.LabeledCount(req.Key(), v)
+			}
+		case selection.Exists:
+			n = r.snap.KeyedCount(req.Key())
+		default:
+			continue // met by most fleets, or compared as numbers
+		}
+		if best < 0 || n < fewest {
+			best, fewest = i, n
+		}
+	}
+	if best < 0 || !r.snap.Sparse(fewest) {
+		return fleetview.Set{}, false
+	}
+	if req := reqs[best]; req.Operator() == selection.Exists {
+		return r.snap.Keyed(req.Key()), true
+	} else {
+		return r.labeled(req.Key(), req.ValuesUnsorted()), true
+	}
 }
 
 // labeled is the set of the fleets whose label key has one of values.

@@ -2,6 +2,7 @@ package fleetview
 
 import (
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"testing"
 
@@ -66,12 +67,15 @@ func TestTheIndexListsWhatEachSnapshotHolds(t *testing.T) {
 		snaps = append(snaps, s)
 		prev = s
 		for i, s := range snaps { // the older ones too: nothing changed them
-			checkIndex(t, s, fmt.Sprintf("snapshot %d after round %d", i, round), clusters, keys, values)
+			// In, both ways, of the newest, and now and then the first: the table
+			// is copied on write as the lists are.
+			in := i == len(snaps)-1 || i == 0 && round%10 == 9
+			checkIndex(t, s, fmt.Sprintf("snapshot %d after round %d", i, round), clusters, keys, values, in)
 		}
 	}
 }
 
-func checkIndex(t *testing.T, s *Snapshot, at string, clusters, keys, values []string) {
+func checkIndex(t *testing.T, s *Snapshot, at string, clusters, keys, values []string, in bool) {
 	t.Helper()
 	type want struct {
 		name string
@@ -106,6 +110,32 @@ func checkIndex(t *testing.T, s *Snapshot, at string, clusters, keys, values []s
 			return true
 		})
 		require.Equal(t, n, w.set.Len(), "%s: %s: no slot of a fleet gone", at, w.name)
+		if !in {
+			continue
+		}
+		// In, both ways, from the start and after each fleet of the
+		// view: the set's fleets in ID order.
+		var ids []string
+		s.fleets.Ascend(func(e *entry) bool {
+			ids = append(ids, e.id)
+			return true
+		})
+		for _, after := range append([]string{""}, ids...) {
+			var want []string
+			for _, id := range ids {
+				if id > after && w.set.has(s.slotOf(id)) {
+					want = append(want, id)
+				}
+			}
+			for way, in := range map[string]func(Set, string) iter.Seq2[string, *fleet.Document]{"walk": s.inByWalk, "slot": s.inBySlot} {
+				var got []string
+				for id, d := range in(w.set, after) {
+					require.Equal(t, id, d.Key().DocID())
+					got = append(got, id)
+				}
+				require.Equal(t, want, got, "%s: %s: In by %s after %q", at, w.name, way, after)
+			}
+		}
 	}
 
 	// In: a set's fleets, in ID order, after an ID.
@@ -125,6 +155,12 @@ func checkIndex(t *testing.T, s *Snapshot, at string, clusters, keys, values []s
 		}
 		require.Equal(t, all[2:], rest, "%s: after %s", at, all[1])
 	}
+}
+
+// slotOf is the slot of the fleet id holds in s.
+func (s *Snapshot) slotOf(id string) uint32 {
+	e, _ := s.fleets.Get(&entry{id: id})
+	return e.slot
 }
 
 // TestSetOperations: Or, And and AndNot of sets of different lengths.

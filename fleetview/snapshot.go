@@ -35,6 +35,7 @@ type Snapshot struct {
 	loaded   bool
 	fleets   *btree.BTreeG[*entry]
 	postings *btree.BTreeG[*posting] // the index
+	table    []*slotChunk            // the index's entries by slot
 	slots    uint32                  // the index's slots, free or not
 	clusters map[string]*fleet.ClusterDocument
 	names    []string // of clusters, sorted

@@ -88,8 +88,8 @@ func newState(o Options) *state {
 // current one (feedWriter.publish).
 func (v *state) publish(prev *Snapshot, epoch uint64) (_ *Snapshot, announce func()) {
 	f, updated, announce := v.feed.publish()
-	postings, slots := v.ix.publish()
-	s := &Snapshot{loaded: v.loaded, fleets: v.fleets.Clone(), postings: postings, slots: slots, digest: v.digest, bytes: v.bytes, feed: f, updated: updated,
+	postings, table, slots := v.ix.publish()
+	s := &Snapshot{loaded: v.loaded, fleets: v.fleets.Clone(), postings: postings, table: table, slots: slots, digest: v.digest, bytes: v.bytes, feed: f, updated: updated,
 		epoch: epoch, syncedAt: v.lastSync, version: prev.version + 1,
 		clusters: prev.clusters, names: prev.names, shown: prev.shown, stale: prev.stale, over: prev.over}
 	if v.clustersChanged || prev.clusters == nil {
