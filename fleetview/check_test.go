@@ -98,3 +98,21 @@ func TestACheckReloadsAClusterThatDriftedAndNoOther(t *testing.T) {
 	_, held = e.Current().Fleet(idOf("a"))
 	assert.False(t, held, "an older state does not bring it back")
 }
+
+// TestAPartitionIgnoresOtherClustersOnTheFeed: the change feed carries
+// every cluster's documents; a partition's view takes its own, and
+// neither holds nor remembers the others'.
+func TestAPartitionIgnoresOtherClustersOnTheFeed(t *testing.T) {
+	w := newWorld(t)
+	e := w.engine(w.Mem, Options{Clusters: []string{"pc"}})
+	read(t, e)
+	mine, theirs := identified(doc("pc", "games", "a", nil, 1)), identified(doc("ps5", "games", "b", nil, 1))
+	e.heard(fleet.Page[fleet.Document]{Docs: []*fleet.Document{mine, theirs}}, w.Clock.Now())
+	_, held := e.Current().Fleet(mine.DocID)
+	assert.True(t, held)
+	_, held = e.Current().Fleet(theirs.DocID)
+	assert.False(t, held)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	assert.False(t, e.st.gone.covers(theirs.DocID, theirs), "nothing remembered of another partition's fleet")
+}

@@ -362,6 +362,10 @@ func withJournal(loaded []*fleet.Document, journal map[string]*fleet.Document) [
 // machines agree to well within MaxStaleness.
 func (e *Engine) heard(p fleet.Page[fleet.Document], readTime time.Time) {
 	e.unreadable("fleets", p.Unreadable)
+	// A partition's listener reads its clusters' documents only; the
+	// change feed carries every cluster's, which it has nothing to do
+	// with (not even to remember as removed).
+	p.Docs = slices.DeleteFunc(p.Docs, func(d *fleet.Document) bool { return !e.admits(d.Cluster) })
 	p.Docs = e.answerable(p.Docs)
 	e.mu.Lock()
 	defer e.mu.Unlock()
