@@ -1,0 +1,105 @@
+package fleetapi
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/fleetcast/fleetcast/fleet"
+)
+
+// MergeFleets merges the answers to q of disjoint views of one deployment
+// (its partitions, each asked q with the same page token) into the answer
+// one view of all their fleets gives: the first q.PageSize fleets in q's
+// order, their total, and the token of the page after them. A page token
+// names a position in q's order (the last fleet's sort key and ID), not a
+// view, so every partition takes the merged answer's token as its own.
+func MergeFleets(q Query, pages []FleetList) FleetList {
+	q = q.normalized()
+	var all []Fleet
+	more := false
+	out := FleetList{}
+	for _, p := range pages {
+		all = append(all, p.Items...)
+		out.TotalSize += p.TotalSize
+		more = more || p.NextPageToken != ""
+	}
+	slices.SortFunc(all, q.compareFleets)
+	if len(all) > q.PageSize {
+		all, more = all[:q.PageSize], true
+	}
+	out.Items = all
+	if out.Items == nil {
+		out.Items = []Fleet{}
+	}
+	if more && len(all) > 0 {
+		last := all[len(all)-1]
+		out.NextPageToken = Cursor{Query: q.fingerprint(), Key: q.fleetSortKey(last), ID: fleetID(last)}.encode()
+	}
+	return out
+}
+
+// fleetID is a fleet's document ID, the order's tie-breaker.
+func fleetID(f Fleet) string {
+	return fleet.Key{Cluster: f.Cluster, Namespace: f.Namespace, Name: f.Name}.DocID()
+}
+
+// fleetSortKey is sortKey of the fleet an answer shows.
+func (q Query) fleetSortKey(f Fleet) int64 {
+	switch q.OrderBy {
+	case OrderByReady:
+		return f.ReadyReplicas
+	case OrderByAvailable:
+		if q.Counter != "" {
+			return f.Counters[q.Counter].Available
+		}
+		return f.Lists[q.List].Available
+	}
+	return 0
+}
+
+// compareFleets is compare of the fleets an answer shows.
+func (q Query) compareFleets(a, b Fleet) int {
+	return cmp.Or(cmp.Compare(q.fleetSortKey(b), q.fleetSortKey(a)), strings.Compare(fleetID(a), fleetID(b)))
+}
+
+// MergeClusters merges the clusters of disjoint views: every one, by
+// name, as one view of them lists them.
+func MergeClusters(lists []ClusterList) ClusterList {
+	out := ClusterList{Items: []Cluster{}}
+	for _, l := range lists {
+		out.Items = append(out.Items, l.Items...)
+	}
+	slices.SortFunc(out.Items, func(a, b Cluster) int { return strings.Compare(a.Cluster, b.Cluster) })
+	return out
+}
+
+// MergeLabelValues merges the values of one label key in disjoint views:
+// each value's fleets and game servers summed, its clusters joined; most
+// fleets first, then by value, as one view of them answers.
+func MergeLabelValues(key string, answers []LabelValues) LabelValues {
+	byValue := map[string]*LabelValue{}
+	for _, a := range answers {
+		for _, v := range a.Values {
+			lv := byValue[v.Value]
+			if lv == nil {
+				lv = &LabelValue{Value: v.Value, Clusters: []string{}}
+				byValue[v.Value] = lv
+			}
+			lv.Fleets += v.Fleets
+			lv.ReadyReplicas = fleet.SatAdd(lv.ReadyReplicas, v.ReadyReplicas)
+			lv.AllocatedReplicas = fleet.SatAdd(lv.AllocatedReplicas, v.AllocatedReplicas)
+			lv.Clusters = append(lv.Clusters, v.Clusters...)
+		}
+	}
+	out := LabelValues{Key: key, Values: []LabelValue{}}
+	for _, lv := range byValue {
+		slices.Sort(lv.Clusters)
+		lv.Clusters = slices.Compact(lv.Clusters)
+		out.Values = append(out.Values, *lv)
+	}
+	slices.SortFunc(out.Values, func(a, b LabelValue) int {
+		return cmp.Or(cmp.Compare(b.Fleets, a.Fleets), strings.Compare(a.Value, b.Value))
+	})
+	return out
+}

@@ -1,0 +1,154 @@
+package fleetapi
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetcast/fleetcast/fleet"
+)
+
+// TestMergedPartitionsPageAsOneView: the fleets of four clusters, in one
+// view and in three partitions of them (one stale cluster, one with no
+// document); random queries (selectors, each order, with staleness or
+// without, pages of any size) walked page by page, each partition asked
+// with the merged answer's token: the same fleets in the same order, none
+// twice or missing, the same totals and the same number of pages.
+func TestMergedPartitionsPageAsOneView(t *testing.T) {
+	w := newWorld(t)
+	rng := rand.New(rand.NewPCG(5, 1))
+	clusters := []string{"pc", "ps5", "xbox", "nodoc"}
+	w.Heartbeat("pc", 0)
+	w.Heartbeat("ps5", 0)
+	w.Heartbeat("xbox", time.Hour) // stale; nodoc has no document: stale too
+	for i := range 300 {
+		labels := map[string]string{"platform": []string{"pc", "ps5"}[rng.IntN(2)]}
+		if rng.IntN(4) == 0 {
+			labels["tier"] = strconv.Itoa(rng.IntN(3))
+		}
+		w.Put(doc(clusters[rng.IntN(len(clusters))], "games", fmt.Sprintf("f%03d", i), labels, rng.Int64N(5),
+			map[string]fleet.DocAggregate{"rooms": {Capacity: 10, Count: rng.Int64N(11), Available: rng.Int64N(11)}}))
+	}
+	// Loaded once: the fleets do not change during the walks.
+	loaded := func(o Options) *Service {
+		o.MaxStaleness = time.Hour
+		s := w.service(o)
+		require.NoError(t, s.Sync(t.Context()))
+		return s
+	}
+	one := loaded(Options{})
+	parts := []*Service{loaded(Options{Clusters: []string{"pc"}}), loaded(Options{Clusters: []string{"ps5", "nodoc"}}),
+		loaded(Options{Clusters: []string{"xbox"}})}
+	ctx := t.Context()
+	for range 200 {
+		v := url.Values{"pageSize": {strconv.Itoa(1 + rng.IntN(40))}}
+		switch rng.IntN(3) {
+		case 1:
+			v.Set("orderBy", OrderByReady)
+		case 2:
+			v.Set("orderBy", OrderByAvailable)
+			v.Set("counter", "rooms")
+		}
+		switch rng.IntN(4) {
+		case 1:
+			v.Set("selector", "platform=pc")
+		case 2:
+			v.Set("selector", "tier")
+		case 3:
+			v.Set("selector", "tier!=1")
+		}
+		if rng.IntN(2) == 0 {
+			v.Set("includeStale", "true")
+		}
+		q, err := ParseQuery(v)
+		require.NoError(t, err)
+		var want, got []string
+		wantPages, gotPages := 0, 0
+		for single := q; ; {
+			l, err := one.ListFleets(ctx, single)
+			require.NoError(t, err)
+			wantPages++
+			for _, f := range l.Items {
+				want = append(want, fleetID(f))
+			}
+			if l.NextPageToken == "" {
+				break
+			}
+			single, err = q.Next(l.NextPageToken)
+			require.NoError(t, err)
+		}
+		total := 0
+		for merged := q; ; {
+			var pages []FleetList
+			for _, p := range parts {
+				l, err := p.ListFleets(ctx, merged)
+				require.NoError(t, err)
+				pages = append(pages, l)
+			}
+			l := MergeFleets(merged, pages)
+			gotPages++
+			total = l.TotalSize
+			for _, f := range l.Items {
+				got = append(got, fleetID(f))
+			}
+			if l.NextPageToken == "" {
+				break
+			}
+			merged, err = q.Next(l.NextPageToken)
+			require.NoError(t, err)
+		}
+		require.Equal(t, want, got, "%v", v)
+		require.Equal(t, wantPages, gotPages, "%v", v)
+		l, err := one.ListFleets(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, l.TotalSize, total, "%v", v)
+	}
+}
+
+// TestMergedPartitionsAnswerLabelsAndClustersAsOneView: the clusters and
+// each label's values of the partitions, merged, are one view's.
+func TestMergedPartitionsAnswerLabelsAndClustersAsOneView(t *testing.T) {
+	w := newWorld(t)
+	rng := rand.New(rand.NewPCG(7, 3))
+	clusters := []string{"pc", "ps5", "xbox", "nodoc"}
+	w.Heartbeat("pc", 0)
+	w.Heartbeat("ps5", 0)
+	w.Heartbeat("xbox", time.Hour)
+	for i := range 200 {
+		labels := map[string]string{"platform": []string{"pc", "ps5", "switch"}[rng.IntN(3)]}
+		if rng.IntN(3) == 0 {
+			labels["version"] = []string{"1.41", "1.42"}[rng.IntN(2)]
+		}
+		w.Put(doc(clusters[rng.IntN(len(clusters))], "games", fmt.Sprintf("f%03d", i), labels, rng.Int64N(5), nil))
+	}
+	one := w.service(Options{})
+	parts := []*Service{w.service(Options{Clusters: []string{"pc", "xbox"}}), w.service(Options{Clusters: []string{"ps5", "nodoc"}})}
+	ctx := t.Context()
+	want, err := one.ListClusters(ctx)
+	require.NoError(t, err)
+	var lists []ClusterList
+	for _, p := range parts {
+		l, err := p.ListClusters(ctx)
+		require.NoError(t, err)
+		lists = append(lists, l)
+	}
+	require.Equal(t, want, MergeClusters(lists))
+	for _, key := range []string{"platform", "version", "nope"} {
+		for _, stale := range []bool{false, true} {
+			want, err := one.LabelValues(ctx, key, stale)
+			require.NoError(t, err)
+			var answers []LabelValues
+			for _, p := range parts {
+				a, err := p.LabelValues(ctx, key, stale)
+				require.NoError(t, err)
+				answers = append(answers, a)
+			}
+			require.Equal(t, want, MergeLabelValues(key, answers), "%s, stale %v", key, stale)
+		}
+	}
+}
