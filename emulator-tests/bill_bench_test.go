@@ -531,22 +531,29 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 
 	m := bill.Measured{
 		Fleetcast: bill.FleetcastUnits{
-			MsgsPerHotFleetSecond:      msgs(msgHot) / float64(ref.HotFleets) / scenario,
-			MsgsPerSpreadChange:        msgs(msgChange) / nonzero("spread change", float64(spreadPatches.Load())),
-			RefreshesPerFleetInterval:  msgs(msgRefresh) / float64(fleets) * ref.RefreshInterval.Seconds() / scenario,
-			PartsPerSnapshot:           parts / (scenario / ref.SnapshotInterval.Seconds()),
-			BilledBytesPerUpsert:       (bytesOf(msgHot) + bytesOf(msgChange) + bytesOf(msgRefresh)) / nonzero("upsert", upserts),
-			BilledBytesPerPart:         bytesOf(msgPart) / nonzero("snapshot", parts),
-			ApplyReadsPerUpsert:        reads(firestoredb.CauseApply) / upserts,
-			WritesPerChange:            writes(firestoredb.CauseApply) / nonzero("change", msgs(msgHot)+msgs(msgChange)),
-			ReconcileReadsPerPart:      reads(firestoredb.CauseReconcile) / parts,
-			ClusterReadsPerPart:        reads(firestoredb.CauseCluster) / parts,
-			ClusterWritesPerPart:       writes(firestoredb.CauseCluster) / parts,
-			FullReconcileEvery:         firestoredb.DefaultFullReconcileEvery,
-			BilledSecondsPerInvocation: fcBilled,
-			LogBytesPerInvocation:      d(func(k counts) int64 { return k.logBytes }) / nonzero("invocation", invocations),
-			ViewSyncReadsPerSecond:     d(func(k counts) int64 { return k.viewSyncs }) / elapsed.Seconds(),
-			ViewListenReadsPerWrite:    d(func(k counts) int64 { return k.viewListens }) / nonzero("fleet write", writes(firestoredb.CauseApply)),
+			MsgsPerHotFleetSecond:         msgs(msgHot) / float64(ref.HotFleets) / scenario,
+			MsgsPerSpreadChange:           msgs(msgChange) / nonzero("spread change", float64(spreadPatches.Load())),
+			RefreshesPerFleetInterval:     msgs(msgRefresh) / float64(fleets) * ref.RefreshInterval.Seconds() / scenario,
+			PartsPerSnapshot:              parts / (scenario / ref.SnapshotInterval.Seconds()),
+			BilledBytesPerUpsert:          (bytesOf(msgHot) + bytesOf(msgChange) + bytesOf(msgRefresh)) / nonzero("upsert", upserts),
+			BilledBytesPerPart:            bytesOf(msgPart) / nonzero("snapshot", parts),
+			ApplyReadsPerUpsert:           reads(firestoredb.CauseApply) / upserts,
+			WritesPerChange:               writes(firestoredb.CauseApply) / nonzero("change", msgs(msgHot)+msgs(msgChange)),
+			ReconcileReadsPerPart:         reads(firestoredb.CauseReconcile) / parts,
+			ClusterReadsPerPart:           reads(firestoredb.CauseCluster) / parts,
+			ClusterWritesPerPart:          writes(firestoredb.CauseCluster) / parts,
+			FullReconcileEvery:            firestoredb.DefaultFullReconcileEvery,
+			BilledSecondsPerInvocation:    fcBilled,
+			LogBytesPerInvocation:         d(func(k counts) int64 { return k.logBytes }) / nonzero("invocation", invocations),
+			ExcludedLogBytesPerInvocation: d(func(k counts) int64 { return k.excludedLogBytes }) / nonzero("invocation", invocations),
+			ViewSyncReadsPerSecond:        d(func(k counts) int64 { return k.viewSyncs }) / elapsed.Seconds(),
+			ViewListenReadsPerWrite:       d(func(k counts) int64 { return k.viewListens }) / nonzero("fleet write", writes(firestoredb.CauseApply)),
+			// The change feed: what the ingest function announced per
+			// fleet document it wrote, and each message's billed volume.
+			AnnouncementsPerWrite: d(func(k counts) int64 { return k.announced }) /
+				nonzero("fleet write", writes(firestoredb.CauseApply)+writes(firestoredb.CauseReconcile)),
+			BilledBytesPerAnnouncement: d(func(k counts) int64 { return k.announcedBytes }) /
+				nonzero("announcement", d(func(k counts) int64 { return k.announced })),
 		},
 		Baseline: bill.BaselineUnits{
 			MsgsPerChange:              (baseMsgs - baseRepublished) / nonzero("status update", float64(hotPatches.Load()+spreadPatches.Load())),
@@ -563,14 +570,6 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 	m.Report(func(name string, v float64) { b.ReportMetric(v, name) })
 
 	// The raw counts of the window, for the document.
-	// The change feed: what the ingest function announced per fleet
-	// document it wrote, and each message's billed volume; and the log
-	// bytes per invocation the module's exclusion keeps out of storage.
-	b.ReportMetric(d(func(k counts) int64 { return k.announced })/
-		nonzero("fleet write", writes(firestoredb.CauseApply)+writes(firestoredb.CauseReconcile)), "fc-announcements/write")
-	b.ReportMetric(d(func(k counts) int64 { return k.announcedBytes })/
-		nonzero("announcement", d(func(k counts) int64 { return k.announced })), "fc-billed-bytes/announcement")
-	b.ReportMetric(d(func(k counts) int64 { return k.excludedLogBytes })/nonzero("invocation", invocations), "fc-excluded-log-bytes/invocation")
 	b.ReportMetric(scenario, "window-scenario-s")
 	b.ReportMetric(float64(compress), "compress")
 	b.ReportMetric(ingestConcurrency, "ingest-concurrency")

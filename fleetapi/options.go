@@ -30,6 +30,11 @@ const (
 	DefaultMaxWatches = fleetview.DefaultMaxWatches
 	// DefaultResync is how often a view loads everything again.
 	DefaultResync = fleetview.DefaultResync
+	// DefaultFollowResync replaces DefaultResync while the view follows
+	// its listener or the change feed, and DefaultCheckInterval is how
+	// often it then checks each cluster against the store.
+	DefaultFollowResync  = fleetview.DefaultFollowResync
+	DefaultCheckInterval = fleetview.DefaultCheckInterval
 	// DefaultWatchPoll is how often a view with watches syncs when no
 	// listener delivers the writes.
 	DefaultWatchPoll = fleetview.DefaultWatchPoll

@@ -34,8 +34,11 @@ type Deployment struct {
 	QueryInstances int
 	// What each function instance is deployed with (Terraform).
 	InstanceVCPU, InstanceGiB float64
-	// fleetcast's intervals.
-	SnapshotInterval, RefreshInterval, Resync time.Duration
+	// fleetcast's intervals: the publisher's; the query views' full
+	// loads (every FollowResync while they follow the change feed, as
+	// streams keep them doing) and checks of each cluster
+	// (CheckInterval).
+	SnapshotInterval, RefreshInterval, FollowResync, CheckInterval time.Duration
 	// The baseline republishes every fleet this often.
 	BaselineRepublish time.Duration
 	// StreamLifetime is how long a stream lasts before its client
@@ -76,7 +79,8 @@ var Reference = Deployment{
 	InstanceVCPU:   1, InstanceGiB: 0.5,
 	SnapshotInterval:  publisher.DefaultConfig().SnapshotInterval,
 	RefreshInterval:   publisher.DefaultConfig().RefreshInterval,
-	Resync:            fleetapi.DefaultResync,
+	FollowResync:      fleetapi.DefaultFollowResync,
+	CheckInterval:     fleetapi.DefaultCheckInterval,
 	BaselineRepublish: 15 * time.Second,
 	StreamLifetime:    time.Hour,
 	TraceSampleRatio:  0.01,
@@ -162,16 +166,24 @@ type FleetcastUnits struct {
 	ApplyReadsPerUpsert, WritesPerChange                             float64
 	ReconcileReadsPerPart, ClusterReadsPerPart, ClusterWritesPerPart float64
 	FullReconcileEvery                                               float64
-	// Instance seconds billed per ingest invocation (InstanceTime), and log bytes
-	// per invocation.
-	BilledSecondsPerInvocation, LogBytesPerInvocation float64
+	// Instance seconds billed per ingest invocation (InstanceTime), log
+	// bytes per invocation, and those of them the module's exclusion
+	// (ingest_ingested_events) keeps out of storage.
+	BilledSecondsPerInvocation, LogBytesPerInvocation, ExcludedLogBytesPerInvocation float64
 	// The query function's view, which answers the queries and feeds the
 	// streams (queries read nothing of their own): while streams are
 	// open its listener reads each fleet document written once
 	// (ViewListenReadsPerWrite), and its syncs read the cluster documents
 	// and, when the listener has been quiet, the fleets
 	// (ViewSyncReadsPerSecond, measured under the scenario's load).
+	// Following the change feed (fleetfeed, Terraform's default) rather
+	// than a listener, it reads no write (ViewListenReadsPerWrite 0).
 	ViewSyncReadsPerSecond, ViewListenReadsPerWrite float64
+	// The change feed: messages the ingest function announces per fleet
+	// document it writes (a duplicate's re-announcement counts too), and
+	// the billed Pub/Sub bytes of each, the 1 000-byte minimum applied.
+	// Each query instance's subscription is delivered every one.
+	AnnouncementsPerWrite, BilledBytesPerAnnouncement float64
 }
 
 // ListenerReadsPerWrite is what Firestore bills a realtime listener: one
@@ -267,37 +279,53 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 		writesLine("ingest: cluster documents", clusterWrites*month, fmt.Sprintf("%s × %s × %s s", partsF, n(u.ClusterWritesPerPart), n(month)), p),
 		{Component: "Firestore deletes", Item: "tombstones' TTL deletes", Formula: "fleets deleted per month × 1 (none in this deployment)",
 			Quantity: 0, Unit: "deletes", Price: p.FirestoreDeletesPer100k / 1e5, PriceText: fmt.Sprintf("$%.2f per 100 000", p.FirestoreDeletesPer100k)},
-		read[0], read[1], read[2], read[3],
-		logging("ingest function", msgs*u.LogBytesPerInvocation*month,
-			fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.LogBytesPerInvocation), n(month)), p),
+	}
+	b.Lines = append(b.Lines, read...)
+	b.Lines = append(b.Lines, []Line{
+		logging("ingest function", msgs*(u.LogBytesPerInvocation-u.ExcludedLogBytesPerInvocation)*month,
+			fmt.Sprintf("%s × (%s B − %s B excluded by the module) × %s s", msgsF, n(u.LogBytesPerInvocation),
+				n(u.ExcludedLogBytesPerInvocation), n(month)), p),
 		// Terraform excludes the accepted pushes' entries from the _Default
 		// sink (ingest_accepted_pushes): not stored, not billed. A refused
 		// push's is kept; refusals are not modelled.
 		logging("ingest function: Cloud Run request logs", 0,
 			fmt.Sprintf("%s pushes × %d B, excluded by the module (refused pushes' entries kept, not modelled)", msgsF, RequestLogBytes), p),
 		traces(d, msgs, msgsF, p),
-	}
+	}...)
 	b.Lines = append(b.Lines, alerting(d, p)...)
 	b.Matchmaker = reads("one directly-listening matchmaker", writes*ListenerReadsPerWrite*month,
 		fmt.Sprintf("%s writes/s × %s × %s s", n(writes), n(ListenerReadsPerWrite), n(month)), p)
-	b.Options = metricsExport(d, p)
+	b.Options = append(metricsExport(d, p),
+		logging("store_ingested_event_logs = true: the ingested events' lines stored", msgs*u.ExcludedLogBytesPerInvocation*month,
+			fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.ExcludedLogBytesPerInvocation), n(month)), p))
 	return b
 }
 
 // readSide is fleetcast's read side over a store written fleetWrites
-// times a second: the query function's views (each instance's syncs, its
-// listener's reads of every fleet write, its resync) serving the queries
-// and the matchmakers' streams, the function's requests, and its
-// instances, which the streams keep busy.
+// times a second: the change feed that announces each write to every
+// query instance, the query function's views (each instance's syncs, its
+// listener's reads of every fleet write when it follows none, its
+// resync) serving the queries and the matchmakers' streams, the
+// function's requests, and its instances, which the streams keep busy.
 func readSide(d Deployment, u FleetcastUnits, fleetWrites float64, p PriceTable) []Line {
 	month := seconds(Month)
+	instances := float64(d.QueryInstances)
+	feedBytes := fleetWrites * u.AnnouncementsPerWrite * u.BilledBytesPerAnnouncement * month
+	feedF := fmt.Sprintf("%s fleet writes/s × %s announcements per write × %s B × %s s", n(fleetWrites), n(u.AnnouncementsPerWrite),
+		n(u.BilledBytesPerAnnouncement), n(month))
 	instance := d.InstanceVCPU*p.RunPerVCPUSecond + d.InstanceGiB*p.RunPerGiBSecond
 	instanceF := fmt.Sprintf("%s vCPU + %s GiB", n(d.InstanceVCPU), n(d.InstanceGiB))
-	view := float64(d.QueryInstances) * (u.ViewSyncReadsPerSecond + u.ViewListenReadsPerWrite*fleetWrites + d.Fleets()/seconds(d.Resync))
+	// A check of a cluster is one aggregation, billed a read per 1 000
+	// fleets it counts (at least one).
+	checks := float64(d.Clusters) * math.Ceil(float64(d.FleetsPerCluster)/1000) / seconds(d.CheckInterval)
+	view := instances * (u.ViewSyncReadsPerSecond + u.ViewListenReadsPerWrite*fleetWrites + d.Fleets()/seconds(d.FollowResync) + checks)
 	return []Line{
+		pubsub("change feed: publish", feedBytes, feedF, p),
+		pubsub("change feed: delivery to each query instance", instances*feedBytes, n(instances)+" instances × "+feedF, p),
 		reads("query function's views (queries and streams)", view*month,
-			fmt.Sprintf("%s instances × (%s syncs' reads/s + %s listener reads per fleet write × %s fleet writes/s + %s fleets ÷ %s s resync) × %s s",
-				n(float64(d.QueryInstances)), n(u.ViewSyncReadsPerSecond), n(u.ViewListenReadsPerWrite), n(fleetWrites), n(d.Fleets()), n(seconds(d.Resync)), n(month)), p),
+			fmt.Sprintf("%s instances × (%s syncs' reads/s + %s listener reads per fleet write × %s fleet writes/s + %s fleets ÷ %s s full load + %s clusters × ⌈%s fleets ÷ 1 000⌉ ÷ %s s checks) × %s s",
+				n(instances), n(u.ViewSyncReadsPerSecond), n(u.ViewListenReadsPerWrite), n(fleetWrites), n(d.Fleets()), n(seconds(d.FollowResync)),
+				n(float64(d.Clusters)), n(float64(d.FleetsPerCluster)), n(seconds(d.CheckInterval)), n(month)), p),
 		requests("query function", (d.QueriesPerSecond+float64(d.Matchmakers)/seconds(d.StreamLifetime))*month,
 			fmt.Sprintf("(%s queries/s + %s streams ÷ %s s) × %s s", n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), n(month)), p),
 		instanceTime("query function", float64(d.QueryInstances)*month, instance, instanceF,
@@ -514,8 +542,11 @@ func (m *Measured) metrics() []struct {
 		{"fc-full-reconcile-every", &f.FullReconcileEvery},
 		{"fc-billed-s/invocation", &f.BilledSecondsPerInvocation},
 		{"fc-log-bytes/invocation", &f.LogBytesPerInvocation},
+		{"fc-excluded-log-bytes/invocation", &f.ExcludedLogBytesPerInvocation},
 		{"fc-view-sync-reads/s", &f.ViewSyncReadsPerSecond},
 		{"fc-view-listen-reads/write", &f.ViewListenReadsPerWrite},
+		{"fc-announcements/write", &f.AnnouncementsPerWrite},
+		{"fc-billed-bytes/announcement", &f.BilledBytesPerAnnouncement},
 		{"bl-msgs/change", &b.MsgsPerChange},
 		{"bl-msgs/fleet-republish", &b.MsgsPerFleetRepublish},
 		{"bl-billed-bytes/msg", &b.BilledBytesPerMsg},

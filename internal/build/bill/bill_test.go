@@ -70,7 +70,8 @@ func units() Measured {
 			MsgsPerHotFleetSecond: 1, MsgsPerSpreadChange: 1, RefreshesPerFleetInterval: 0.5, PartsPerSnapshot: 1,
 			BilledBytesPerUpsert: 1000, BilledBytesPerPart: 20000, ApplyReadsPerUpsert: 1, WritesPerChange: 1,
 			ReconcileReadsPerPart: 1, ClusterReadsPerPart: 1, ClusterWritesPerPart: 1, FullReconcileEvery: 240,
-			BilledSecondsPerInvocation: 0.1, LogBytesPerInvocation: 300, ViewSyncReadsPerSecond: 4, ViewListenReadsPerWrite: 2,
+			BilledSecondsPerInvocation: 0.1, LogBytesPerInvocation: 300, ExcludedLogBytesPerInvocation: 250,
+			ViewSyncReadsPerSecond: 4, ViewListenReadsPerWrite: 2, AnnouncementsPerWrite: 1.1, BilledBytesPerAnnouncement: 1200,
 		},
 		Baseline: BaselineUnits{MsgsPerChange: 1, MsgsPerFleetRepublish: 1, BilledBytesPerMsg: 1000, WritesPerMsg: 1,
 			BilledSecondsPerInvocation: 0.1, LogBytesPerInvocation: 300, ReadsPerQuery: 100, BilledSecondsPerQuery: 0.1},
@@ -101,9 +102,20 @@ func TestFleetcastBillFollowsTheDeployment(t *testing.T) {
 	assert.InDelta(t, 62*month, line(t, b, "Firestore writes", "ingest: changes").Quantity, 1e-3)
 	assert.InDelta(t, parts*(1+1000/240.0)*month, line(t, b, "Firestore reads", "ingest: snapshot reconcile").Quantity, 1e-3)
 	writes := 62 + parts
-	// The view's listener follows the fleets, not the cluster documents.
-	assert.InDelta(t, 2*(4+2*62+10000/900.0)*month, line(t, b, "Firestore reads", "query function's views (queries and streams)").Quantity, 1e-3)
+	// The view's listener follows the fleets, not the cluster documents;
+	// it loads every fleet every 6 h, and checks each of the 10 clusters
+	// (1 000 fleets: one read) every 5 min.
+	assert.InDelta(t, 2*(4+2*62+10000/21600.0+10/300.0)*month, line(t, b, "Firestore reads", "query function's views (queries and streams)").Quantity, 1e-3)
+	// The ingest's lines, less those the module excludes; what storing
+	// them would add.
+	assert.InDelta(t, (upserts+parts)*50*month/(1<<30), line(t, b, "Cloud Logging", "ingest function").Quantity, 1e-9)
+	assert.InDelta(t, (upserts+parts)*250*month/(1<<30), b.Options[len(b.Options)-1].Quantity, 1e-9)
 	assert.InDelta(t, 2*month*(0.000024+0.5*0.0000025), line(t, b, "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)").Cost, 1e-6)
+	// The change feed: each fleet write announced 1.1 times, published
+	// once and delivered to each of the 2 query instances.
+	feed := 62 * 1.1 * 1200 * month / (1 << 40)
+	assert.InDelta(t, feed, line(t, b, "Pub/Sub", "change feed: publish").Quantity, 1e-9)
+	assert.InDelta(t, 2*feed, line(t, b, "Pub/Sub", "change feed: delivery to each query instance").Quantity, 1e-9)
 	assert.InDelta(t, writes*month*0.06/1e5, b.Matchmaker.Cost, 1e-6)
 
 	sum := 0.0
@@ -181,7 +193,9 @@ func TestFairBaselineIsTheBroadcasterWithFleetcastsReadSide(t *testing.T) {
 		assert.NotEqual(t, "matchmakers' listeners", l.Item)
 		assert.NotEqual(t, "one-off queries", l.Item)
 	}
-	assert.InDelta(t, 2*(4+2*writes+10000/900.0)*month, line(t, fair, "Firestore reads", "query function's views (queries and streams)").Quantity, 1e-2)
+	assert.InDelta(t, 2*(4+2*writes+10000/21600.0+10/300.0)*month, line(t, fair, "Firestore reads", "query function's views (queries and streams)").Quantity, 1e-2)
+	assert.InDelta(t, 3*writes*1.1*1200*month/(1<<40), line(t, fair, "Pub/Sub", "change feed: publish").Quantity+
+		line(t, fair, "Pub/Sub", "change feed: delivery to each query instance").Quantity, 1e-9, "the feed carries the broadcaster's writes")
 	assert.Equal(t, line(t, Fleetcast(Reference, m.Fleetcast, Prices), "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)"),
 		line(t, fair, "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)"), "the same query instances")
 	assert.Less(t, fair.Total(), full.Total())
