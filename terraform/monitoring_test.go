@@ -20,8 +20,14 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/prometheus/model/histogram"
 	promlabels "github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -351,7 +357,7 @@ func TestMonitoring(t *testing.T) {
 		one.Clusters = 1
 		assert.Equal(t, one.AlertConditions(), conditions, "alert conditions, as bill.Deployment.AlertConditions counts them")
 		policies := byType["google_monitoring_alert_policy"]
-		require.Subset(t, slices.Collect(maps.Keys(policies)), []string{"cluster_stale", "dead_letter", "dropped", "ingest_lag", "query_errors", "push_errors"})
+		require.Subset(t, slices.Collect(maps.Keys(policies)), []string{"clusters_stale", "dead_letter", "dropped", "ingest_lag", "query_errors", "push_errors"})
 		sloBurns := 0
 		for _, r := range planned {
 			if r.Type != "google_monitoring_alert_policy" {
@@ -435,6 +441,55 @@ func TestMonitoring(t *testing.T) {
 		for metric := range userLabels {
 			assert.True(t, read[metric], "%s: a log-based metric nothing reads", metric)
 		}
+	})
+
+	t.Run("the stale alert fires for each cluster without a heartbeat, and no other", func(t *testing.T) {
+		policy, ok := byType["google_monitoring_alert_policy"]["clusters_stale"]
+		require.True(t, ok)
+		conds := asList(policy.Values["conditions"])
+		require.Len(t, conds, 1)
+		q := first(t, conds[0].(map[string]any)["condition_prometheus_query_language"])
+		query := q["query"].(string)
+		// The heartbeats metric as Cloud Monitoring's PromQL names it
+		// (the first "/" a ":", any other character not a letter, digit
+		// or "_" an "_"), and the plan's one cluster, pc.
+		metric := "logging.googleapis.com/user/" + logMetrics["heartbeats"].Values["name"].(string)
+		domain, path, _ := strings.Cut(metric, "/")
+		special := regexp.MustCompile(`[^a-zA-Z0-9_]`)
+		promName := special.ReplaceAllString(domain, "_") + ":" + special.ReplaceAllString(path, "_")
+		assert.Contains(t, query, promName+`{monitored_resource="cloud_run_revision"}`)
+		// Evaluated by Prometheus' engine over points one a minute, as
+		// Logging writes a log-based metric's: pc's stop 10 minutes in.
+		var points []chunks.Sample
+		for i := range 10 {
+			points = append(points, heartbeatPoint{t: int64(i) * time.Minute.Milliseconds(), f: 1})
+		}
+		series := storage.NewListSeries(promlabels.FromStrings(promlabels.MetricName, promName,
+			"monitored_resource", "cloud_run_revision", "cluster", "pc"), points)
+		db := &storage.MockQueryable{MockQuerier: &storage.MockQuerier{SelectMockFunction: func(_ bool, _ *storage.SelectHints, ms ...*promlabels.Matcher) storage.SeriesSet {
+			for _, m := range ms {
+				if !m.Matches(series.Labels().Get(m.Name)) {
+					return &seriesSet{}
+				}
+			}
+			return &seriesSet{series: []storage.Series{series}}
+		}}}
+		engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 10_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+		stale := func(at time.Duration) []string {
+			qry, err := engine.NewInstantQuery(t.Context(), db, nil, query, time.Unix(0, 0).Add(at))
+			require.NoError(t, err, "%s", query)
+			res := qry.Exec(t.Context())
+			require.NoError(t, res.Err)
+			vec, err := res.Vector()
+			require.NoError(t, err)
+			var out []string
+			for _, s := range vec {
+				out = append(out, s.Metric.Get("cluster"))
+			}
+			return out
+		}
+		assert.Empty(t, stale(5*time.Minute), "pc heartbeats")
+		assert.Equal(t, []string{"pc"}, stale(20*time.Minute), "pc stopped: its own incident")
 	})
 
 	t.Run("the allocator's failover alert reads what fleetcast-allocator serves", func(t *testing.T) {
@@ -535,3 +590,28 @@ func asList(v any) []any {
 	l, _ := v.([]any)
 	return l
 }
+
+// heartbeatPoint is one float point of a series, for Prometheus' engine.
+type heartbeatPoint struct {
+	t int64
+	f float64
+}
+
+func (p heartbeatPoint) T() int64                      { return p.t }
+func (p heartbeatPoint) ST() int64                     { return 0 }
+func (p heartbeatPoint) F() float64                    { return p.f }
+func (p heartbeatPoint) H() *histogram.Histogram       { return nil }
+func (p heartbeatPoint) FH() *histogram.FloatHistogram { return nil }
+func (p heartbeatPoint) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (p heartbeatPoint) Copy() chunks.Sample           { return p }
+
+// seriesSet is a storage.SeriesSet of the series it holds.
+type seriesSet struct {
+	series []storage.Series
+	at     int
+}
+
+func (s *seriesSet) Next() bool                        { s.at++; return s.at <= len(s.series) }
+func (s *seriesSet) At() storage.Series                { return s.series[s.at-1] }
+func (s *seriesSet) Err() error                        { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations { return nil }

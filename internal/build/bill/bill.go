@@ -58,9 +58,10 @@ type Deployment struct {
 	MetricsScrapeInterval                          time.Duration
 	MetricsSeriesPerFleet, MetricsSeriesPerCluster int
 	MetricsSumsPerCluster                          int
-	// The alert policies' conditions Terraform creates: one per cluster
-	// (stale) and the shared ones (dead letters, drops, lag, query errors,
-	// push errors, the allocator's failovers, two burn rates for each of two
+	// The alert policies' conditions Terraform creates: per cluster none
+	// (one condition finds every stale cluster), and the shared ones
+	// (stale clusters, dead letters, drops, lag, query errors, push
+	// errors, the allocator's failovers, two burn rates for each of two
 	// SLOs), each returning one
 	// series per execution (they reduce across series), every
 	// AlertExecution (the period of Google's pricing examples).
@@ -88,7 +89,7 @@ var Reference = Deployment{
 	// platform (4 values).
 	MetricsScrapeInterval: 30 * time.Second,
 	MetricsSeriesPerFleet: 6, MetricsSeriesPerCluster: 3, MetricsSumsPerCluster: 4,
-	AlertConditionsPerCluster: 1, AlertConditionsShared: 10, AlertExecution: 30 * time.Second,
+	AlertConditionsPerCluster: 0, AlertConditionsShared: 11, AlertExecution: 30 * time.Second,
 }
 
 // StreamsPerInstance is how many streams one query instance takes as

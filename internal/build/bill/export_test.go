@@ -90,9 +90,10 @@ func TestTracesAreTheSampledShare(t *testing.T) {
 // condition a month and the series its executions return.
 func TestAlertingIsPerConditionAndSeries(t *testing.T) {
 	b := Fleetcast(Reference, units().Fleetcast, Prices)
-	assert.Equal(t, 20, Reference.AlertConditions(), "a stale alert per cluster and ten shared")
-	assert.InDelta(t, 20*1.50, line(t, b, "Cloud Monitoring alerting", "alert conditions").Cost, 1e-9)
-	assert.InDelta(t, 20*Month.Seconds()/30*0.35/1e6, line(t, b, "Cloud Monitoring alerting", "time series returned").Cost, 1e-9)
+	assert.Equal(t, 11, Reference.AlertConditions(), "one condition finds every stale cluster; ten others")
+	assert.Equal(t, 11, Reference.Scaled(10).AlertConditions(), "whatever the number of clusters")
+	assert.InDelta(t, 11*1.50, line(t, b, "Cloud Monitoring alerting", "alert conditions").Cost, 1e-9)
+	assert.InDelta(t, 11*Month.Seconds()/30*0.35/1e6, line(t, b, "Cloud Monitoring alerting", "time series returned").Cost, 1e-9)
 }
 
 // TestCloudRunsRequestLogsAreBilled: every request a Cloud Run service

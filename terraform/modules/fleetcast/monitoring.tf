@@ -35,6 +35,15 @@ locals {
   stale_alert_after   = "${max(120, ceil(local.stale_after_seconds / 60) * 60)}s"
   lag_bound_ms        = tonumber(trimsuffix(trimsuffix(var.alert_ingest_lag_p99, "ms"), "s")) * (endswith(var.alert_ingest_lag_p99, "ms") ? 1 : 1000)
   alert_documentation = "See docs/operations.md, \"Alerts\", in the fleetcast repository."
+  # The heartbeats metric in PromQL, and the clusters with none in the
+  # stale window: each known cluster as a series of its own, less those
+  # the metric has a point of.
+  heartbeats_parts  = regex("^([^/]*)/(.*)$", "${local.user_metric}/${google_logging_metric.heartbeats.name}")
+  heartbeats_promql = "${replace(local.heartbeats_parts[0], "/[^a-zA-Z0-9_]/", "_")}:${replace(local.heartbeats_parts[1], "/[^a-zA-Z0-9_]/", "_")}"
+  stale_clusters_query = join("", [
+    "(", join(" or ", [for c in sort(keys(var.clusters)) : "label_replace(vector(1), \"cluster\", \"${c}\", \"\", \"\")"]), ")",
+    " unless on (cluster) count by (cluster) (count_over_time(${local.heartbeats_promql}{monitored_resource=\"cloud_run_revision\"}[${local.stale_alert_after}]))",
+  ])
 }
 
 # Cloud Run's request log of each push the ingest function accepted: one
@@ -201,33 +210,42 @@ resource "google_logging_metric" "query_latency" {
 
 # --- Alerts ------------------------------------------------------------------
 
-# One per cluster: its heartbeats stopped (no snapshot part reconciled for
+# A cluster's heartbeats stopped (no snapshot part reconciled for
 # STALE_AFTER), so the query side reports it stale and leaves its fleets
-# out. A cluster that never sent one alerts too.
-resource "google_monitoring_alert_policy" "cluster_stale" {
-  for_each              = var.clusters
+# out. One condition for every cluster, an incident per stale one: the
+# clusters Terraform knows, less those with a heartbeat in the window, in
+# PromQL over the heartbeats metric (Cloud Monitoring's name for it: the
+# first "/" a ":", every other character not a letter, digit or "_" an
+# "_"). A cluster that never sent one alerts too. One condition rather
+# than one per cluster: Cloud Monitoring bills each condition a month.
+resource "google_monitoring_alert_policy" "clusters_stale" {
+  count                 = length(var.clusters) > 0 ? 1 : 0
   project               = var.project_id
-  display_name          = "fleetcast: cluster ${each.key} is stale"
+  display_name          = "fleetcast: a cluster is stale"
   combiner              = "OR"
   severity              = "ERROR"
   notification_channels = var.notification_channels
   conditions {
-    display_name = "No heartbeat from ${each.key} for ${local.stale_alert_after}"
-    condition_absent {
-      filter   = "metric.type=\"${local.user_metric}/${google_logging_metric.heartbeats.name}\" AND resource.type=\"cloud_run_revision\" AND metric.labels.cluster=\"${each.key}\""
-      duration = local.stale_alert_after
-      aggregations {
-        alignment_period     = "60s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-      }
+    display_name = "A cluster with no heartbeat for ${local.stale_alert_after}"
+    condition_prometheus_query_language {
+      query               = local.stale_clusters_query
+      duration            = "60s"
+      evaluation_interval = "60s"
     }
   }
   documentation {
-    content   = "The publisher of cluster ${each.key} sent no snapshot for ${local.stale_alert_after}: its fleets are left out of every answer. ${local.alert_documentation}"
+    content   = "The publisher of cluster $${metric.label.cluster} sent no snapshot for ${local.stale_alert_after}: its fleets are left out of every answer. ${local.alert_documentation}"
     mime_type = "text/markdown"
   }
   depends_on = [time_sleep.services]
+}
+
+# The stale alert replaced one policy per cluster.
+removed {
+  from = google_monitoring_alert_policy.cluster_stale
+  lifecycle {
+    destroy = true
+  }
 }
 
 resource "google_monitoring_alert_policy" "dead_letter" {

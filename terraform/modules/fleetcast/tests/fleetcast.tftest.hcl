@@ -771,12 +771,16 @@ run "every_cluster_has_its_stale_alert_and_the_alerts_notify_the_channels" {
     stale_after           = "150s"
   }
   assert {
-    condition     = toset(keys(google_monitoring_alert_policy.cluster_stale)) == toset(["pc-eu", "ps5-us"])
-    error_message = "one stale alert per cluster"
+    condition     = length(google_monitoring_alert_policy.clusters_stale) == 1 && length(google_monitoring_alert_policy.clusters_stale[0].conditions) == 1
+    error_message = "one stale alert, one condition, for every cluster"
   }
   assert {
-    condition     = google_monitoring_alert_policy.cluster_stale["pc-eu"].conditions[0].condition_absent[0].duration == "180s"
-    error_message = "STALE_AFTER rounded up to whole minutes, as Cloud Monitoring counts an absence"
+    condition     = alltrue([for c in ["pc-eu", "ps5-us"] : strcontains(google_monitoring_alert_policy.clusters_stale[0].conditions[0].condition_prometheus_query_language[0].query, "\"cluster\", \"${c}\"")])
+    error_message = "the stale alert names every cluster"
+  }
+  assert {
+    condition     = strcontains(google_monitoring_alert_policy.clusters_stale[0].conditions[0].condition_prometheus_query_language[0].query, "[180s]")
+    error_message = "STALE_AFTER rounded up to whole minutes, as Cloud Monitoring writes a log-based metric's points"
   }
   assert {
     condition     = alltrue([for p in concat([google_monitoring_alert_policy.dead_letter, google_monitoring_alert_policy.query_errors], values(google_monitoring_alert_policy.slo_burn)) : length(p.notification_channels) == 1 && contains(p.notification_channels, "projects/studio-fleets/notificationChannels/42")])
