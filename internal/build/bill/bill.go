@@ -296,7 +296,7 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 	b.Lines = append(b.Lines, alerting(d, p)...)
 	b.Matchmaker = reads("one directly-listening matchmaker", writes*ListenerReadsPerWrite*month,
 		fmt.Sprintf("%s writes/s × %s × %s s", n(writes), n(ListenerReadsPerWrite), n(month)), p)
-	b.Options = append(metricsExport(d, p),
+	b.Options = append(metricsExport(d, p), instanceBilledQuery(d, p),
 		logging("store_ingested_event_logs = true: the ingested events' lines stored", msgs*u.ExcludedLogBytesPerInvocation*month,
 			fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.ExcludedLogBytesPerInvocation), n(month)), p))
 	return b
@@ -334,6 +334,25 @@ func readSide(d Deployment, u FleetcastUnits, fleetWrites float64, p PriceTable)
 		logging("query function: Cloud Run request logs", (d.QueriesPerSecond+float64(d.Matchmakers)/seconds(d.StreamLifetime))*RequestLogBytes*month,
 			fmt.Sprintf("(%s queries/s + %s streams ÷ %s s) × %d B × %s s", n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), RequestLogBytes, n(month)), p),
 	}
+}
+
+// instanceBilledQuery is what the query side costs as a service with
+// instance-based billing (query_mode = "service", query_instance_billing):
+// its instances, which the streams keep alive the whole month anyway,
+// billed every second at the lower price, and no request fee; in place of
+// the function's instance time and requests.
+func instanceBilledQuery(d Deployment, p PriceTable) Line {
+	month := seconds(Month)
+	instances := float64(d.QueryInstances)
+	requestBased := instances*month*(d.InstanceVCPU*p.RunPerVCPUSecond+d.InstanceGiB*p.RunPerGiBSecond) +
+		(d.QueriesPerSecond+float64(d.Matchmakers)/seconds(d.StreamLifetime))*month*p.RunPerMillionRequests/1e6
+	price := d.InstanceVCPU*p.RunInstancePerVCPUSecond + d.InstanceGiB*p.RunInstancePerGiBSecond
+	return Line{Component: "Cloud Run instance time",
+		Item: fmt.Sprintf("query_mode = \"service\" with instance-based billing (query_instance_billing), in place of the query function's instance time and requests ($%.2f)", requestBased),
+		Formula: fmt.Sprintf("%s instances × %s s × (%s vCPU × $%s + %s GiB × $%s)", n(instances), n(month), n(d.InstanceVCPU), n(p.RunInstancePerVCPUSecond),
+			n(d.InstanceGiB), n(p.RunInstancePerGiBSecond)),
+		Quantity: instances * month, Unit: "instance-seconds", Price: price,
+		PriceText: fmt.Sprintf("$%s per instance-second", n(price))}.costed()
 }
 
 // traces is Cloud Trace's line: the sampled share of the messages' and the

@@ -110,6 +110,12 @@ func TestFleetcastBillFollowsTheDeployment(t *testing.T) {
 	// them would add.
 	assert.InDelta(t, (upserts+parts)*50*month/(1<<30), line(t, b, "Cloud Logging", "ingest function").Quantity, 1e-9)
 	assert.InDelta(t, (upserts+parts)*250*month/(1<<30), b.Options[len(b.Options)-1].Quantity, 1e-9)
+	// The query side billed by instance: its 2 instances every second
+	// at the lower price, no request fee; less than the function's.
+	byInstance := b.Options[len(b.Options)-2]
+	assert.InDelta(t, 2*month*(0.000018+0.5*0.000002), byInstance.Cost, 1e-6)
+	assert.Less(t, byInstance.Cost, line(t, b, "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)").Cost+
+		line(t, b, "Cloud Run requests", "query function").Cost)
 	assert.InDelta(t, 2*month*(0.000024+0.5*0.0000025), line(t, b, "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)").Cost, 1e-6)
 	// The change feed: each fleet write announced 1.1 times, published
 	// once and delivered to each of the 2 query instances.

@@ -66,7 +66,7 @@ func TestTheExportsSeriesAreWhatMetricsAnswers(t *testing.T) {
 		"summed: per cluster and platform")
 
 	opts := Fleetcast(d, units().Fleetcast, Prices).Options
-	require.Len(t, opts, 3, "the export, per fleet and summed; storing the ingested events' lines")
+	require.Len(t, opts, 4, "the export, per fleet and summed; the query side billed by instance; storing the ingested events' lines")
 	perFleet := float64(d.QueryInstances) * (d.Fleets()*6 + 10*3) / 30 * Month.Seconds()
 	assert.InDelta(t, perFleet, opts[0].Quantity, 1)
 	assert.InDelta(t, perFleet*0.06/1e6, opts[0].Cost, 1e-6)

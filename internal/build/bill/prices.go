@@ -30,6 +30,9 @@ type PriceTable struct {
 	// million requests; instance time is rounded up to RunRounding.
 	RunPerVCPUSecond, RunPerGiBSecond, RunPerMillionRequests float64
 	RunRounding                                              time.Duration
+	// Cloud Run services with instance-based billing (CPU always
+	// allocated): every second of an instance's life, no request fee.
+	RunInstancePerVCPUSecond, RunInstancePerGiBSecond float64
 	// Cloud Logging ingestion, per GiB.
 	LoggingPerGiB float64
 	// Cloud Trace, per million spans ingested (past its 2.5 million free
@@ -71,6 +74,8 @@ var Prices = PriceTable{
 	RunPerGiBSecond:             0.0000025,
 	RunPerMillionRequests:       0.40,
 	RunRounding:                 100 * time.Millisecond,
+	RunInstancePerVCPUSecond:    0.000018,
+	RunInstancePerGiBSecond:     0.000002,
 	LoggingPerGiB:               0.50,
 	TracePerMillionSpans:        0.20,
 	PrometheusPerMillionSamples: 0.06,

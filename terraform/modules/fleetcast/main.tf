@@ -771,8 +771,14 @@ resource "google_cloud_run_v2_service" "query" {
         name           = "h2c"
         container_port = 8080
       }
+      # Instance-based billing (query_instance_billing): the streams keep
+      # the instances alive anyway, billed by the second at the lower
+      # price and with no request fee; and the CPU stays allocated
+      # between requests, so the view's change feed subscription is
+      # read even while no request runs.
       resources {
-        limits = { cpu = "1", memory = local.query_memory }
+        limits   = { cpu = "1", memory = local.query_memory }
+        cpu_idle = !var.query_instance_billing
       }
       dynamic "env" {
         for_each = local.query_env

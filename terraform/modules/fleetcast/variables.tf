@@ -372,6 +372,12 @@ variable "store_ingested_event_logs" {
   default     = false
 }
 
+variable "query_instance_billing" {
+  type        = bool
+  description = "With query_mode = \"service\": bill the query service's instances by instance (CPU always allocated) rather than by request. Its instances serve streams the whole month, so they are billed for their lives either way; by instance it is $0.000018 per vCPU-second and $0.000002 per GiB-second with no request fee, against $0.000024, $0.0000025 and $0.40 per million requests (Tier 1 regions; BENCHMARKS.md §7 prices both), and the view's change feed subscription is read between requests too. false: request-based billing, cheaper only for a query side idle most of the month (query_min_instances = 0). The functions (query_mode = \"function\") are billed by request."
+  default     = true
+}
+
 variable "change_feed" {
   type        = bool
   description = "Whether the query instances follow the fleets on a Pub/Sub change feed (CHANGE_TOPIC, both functions; topic NAME_PREFIX-fleet-changes) rather than with a Firestore realtime listener each. A listener is billed one Firestore read per fleet document written, per query instance; the feed costs a message per write and per instance at Pub/Sub's price per byte, an order of magnitude less (BENCHMARKS.md §7). The ingest function announces each write before it acknowledges its event; each query instance creates a subscription of its own while streams run, and deletes it after (Pub/Sub deletes one left behind after a day unused)."

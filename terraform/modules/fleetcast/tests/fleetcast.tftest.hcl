@@ -659,8 +659,8 @@ run "the_query_service_speaks_http2_end_to_end" {
     error_message = "query_mode = service replaces the query function by the Cloud Run service"
   }
   assert {
-    condition     = google_cloud_run_v2_service.query[0].template[0].containers[0].ports[0].name == "h2c" && google_cloud_run_v2_service.query[0].template[0].containers[0].ports[0].container_port == 8080
-    error_message = "HTTP/2 end to end: the container's port is named h2c"
+    condition     = google_cloud_run_v2_service.query[0].template[0].containers[0].ports[0].name == "h2c" && google_cloud_run_v2_service.query[0].template[0].containers[0].ports[0].container_port == 8080 && google_cloud_run_v2_service.query[0].template[0].containers[0].resources[0].cpu_idle == false
+    error_message = "HTTP/2 end to end: the container's port is named h2c; billed by instance (query_instance_billing)"
   }
   assert {
     condition     = !contains([for e in google_cloud_run_v2_service.query[0].template[0].containers[0].env : e.name], "PORT") && contains([for e in google_cloud_run_v2_service.query[0].template[0].containers[0].env : e.name], "MAX_STREAMS")
