@@ -39,6 +39,32 @@ func MergeFleets(q Query, pages []FleetList) FleetList {
 	return out
 }
 
+// Narrowed returns q for a partition that holds only clusters of those q
+// names (nil when it holds none of them: nothing to ask it), at q's
+// position: a query naming clusters a partition does not hold is
+// refused there, and a page token belongs to its query, so the position
+// of q's token moves to the narrowed query's. MergeFleets of the
+// partitions' answers to their narrowed queries answers q.
+func (q Query) Narrowed(held []string) *Query {
+	if len(q.Clusters) == 0 {
+		return &q
+	}
+	n := q
+	n.Clusters = nil
+	for _, c := range q.Clusters {
+		if slices.Contains(held, c) {
+			n.Clusters = append(n.Clusters, c)
+		}
+	}
+	if len(n.Clusters) == 0 {
+		return nil
+	}
+	if q.After != nil {
+		n.After = &Cursor{Query: n.normalized().fingerprint(), Key: q.After.Key, ID: q.After.ID}
+	}
+	return &n
+}
+
 // fleetID is a fleet's document ID, the order's tie-breaker.
 func fleetID(f Fleet) string {
 	return fleet.Key{Cluster: f.Cluster, Namespace: f.Namespace, Name: f.Name}.DocID()

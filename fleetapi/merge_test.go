@@ -16,9 +16,10 @@ import (
 // TestMergedPartitionsPageAsOneView: the fleets of four clusters, in one
 // view and in three partitions of them (one stale cluster, one with no
 // document); random queries (selectors, each order, with staleness or
-// without, pages of any size) walked page by page, each partition asked
-// with the merged answer's token: the same fleets in the same order, none
-// twice or missing, the same totals and the same number of pages.
+// without, clusters named or not, pages of any size) walked page by page,
+// each partition asked its narrowed query at the merged answer's token:
+// the same fleets in the same order, none twice or missing, the same
+// totals and the same number of pages.
 func TestMergedPartitionsPageAsOneView(t *testing.T) {
 	w := newWorld(t)
 	rng := rand.New(rand.NewPCG(5, 1))
@@ -42,8 +43,11 @@ func TestMergedPartitionsPageAsOneView(t *testing.T) {
 		return s
 	}
 	one := loaded(Options{})
-	parts := []*Service{loaded(Options{Clusters: []string{"pc"}}), loaded(Options{Clusters: []string{"ps5", "nodoc"}}),
-		loaded(Options{Clusters: []string{"xbox"}})}
+	held := [][]string{{"pc"}, {"ps5", "nodoc"}, {"xbox"}}
+	var parts []*Service
+	for _, h := range held {
+		parts = append(parts, loaded(Options{Clusters: h}))
+	}
 	ctx := t.Context()
 	for range 200 {
 		v := url.Values{"pageSize": {strconv.Itoa(1 + rng.IntN(40))}}
@@ -65,6 +69,12 @@ func TestMergedPartitionsPageAsOneView(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			v.Set("includeStale", "true")
 		}
+		// Some clusters named: each partition is asked of its own.
+		for _, c := range clusters {
+			if rng.IntN(3) == 0 {
+				v.Add("cluster", c)
+			}
+		}
 		q, err := ParseQuery(v)
 		require.NoError(t, err)
 		var want, got []string
@@ -85,8 +95,15 @@ func TestMergedPartitionsPageAsOneView(t *testing.T) {
 		total := 0
 		for merged := q; ; {
 			var pages []FleetList
-			for _, p := range parts {
-				l, err := p.ListFleets(ctx, merged)
+			for i, p := range parts {
+				asked := merged.Narrowed(held[i])
+				if asked == nil {
+					continue // none of its clusters named
+				}
+				// As a partition behind its URL parses it, token included.
+				wire, err := ParseQuery(asked.Values())
+				require.NoError(t, err, "%v", asked.Values())
+				l, err := p.ListFleets(ctx, wire)
 				require.NoError(t, err)
 				pages = append(pages, l)
 			}
