@@ -267,15 +267,35 @@ func (s *Sender) send(ctx context.Context, key string, o *outgoing, gen uint64) 
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "publish failed")
 	}
-	var refused func(fleet.Event)
-	defer func() {
-		if refused != nil {
-			refused(o.ev)
-		}
-	}()
+	refused := s.settle(ctx, key, o, gen, err)
+	if refused == nil {
+		return
+	}
+	// Outside the lock, and before the key leaves the events in flight:
+	// a Flush returns only once the agent has heard of it, and no later
+	// event of the fleet is sent meanwhile.
+	refused(o.ev)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.inflight, key)
+	s.setIdleIfDoneLocked()
+	s.signal()
+}
+
+// settle records what sending o (key's event) did, under the lock: the
+// key leaves the events in flight, unless the event was refused and the
+// agent is to hear of it (the returned callback, which the caller runs
+// and then settles the key).
+func (s *Sender) settle(ctx context.Context, key string, o *outgoing, gen uint64, err error) (refused func(fleet.Event)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer func() {
+		if refused == nil {
+			delete(s.inflight, key)
+			s.setIdleIfDoneLocked()
+			s.signal()
+		}
+	}()
 	kind := string(o.ev.Kind)
 	if err == nil {
 		s.metrics.Publishes.WithLabelValues(kind, "ok").Inc()
@@ -308,8 +328,7 @@ func (s *Sender) send(ctx context.Context, key string, o *outgoing, gen uint64) 
 			logging.KeyKind, kind, logging.KeyFleet, key, logging.KeyVersion, o.ev.Version.String(),
 			"attempts", o.attempts, logging.KeyError, err.Error())
 	}
-	s.setIdleIfDoneLocked()
-	s.signal()
+	return refused
 }
 
 // retryBackoff is a key's wait before each retry: InitialBackoff doubling
