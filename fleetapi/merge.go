@@ -71,18 +71,7 @@ func fleetID(f Fleet) string {
 }
 
 // fleetSortKey is sortKey of the fleet an answer shows.
-func (q Query) fleetSortKey(f Fleet) int64 {
-	switch q.OrderBy {
-	case OrderByReady:
-		return f.ReadyReplicas
-	case OrderByAvailable:
-		if q.Counter != "" {
-			return f.Counters[q.Counter].Available
-		}
-		return f.Lists[q.List].Available
-	}
-	return 0
-}
+func (q Query) fleetSortKey(f Fleet) int64 { return q.sortKeyOf(f.ReadyReplicas, f.Counters, f.Lists) }
 
 // compareFleets is compare of the fleets an answer shows.
 func (q Query) compareFleets(a, b Fleet) int {

@@ -431,14 +431,20 @@ func (q Query) sortKey(d *fleet.Document) int64 {
 	if d.Status == nil {
 		return 0
 	}
+	return q.sortKeyOf(d.Status.ReadyReplicas, d.Status.Counters, d.Status.Lists)
+}
+
+// sortKeyOf is sortKey of a fleet's ready game servers, counters and
+// lists, as a document or an answer (Fleet) holds them.
+func (q Query) sortKeyOf(ready int64, counters, lists map[string]fleet.DocAggregate) int64 {
 	switch q.OrderBy {
 	case OrderByReady:
-		return d.Status.ReadyReplicas
+		return ready
 	case OrderByAvailable:
 		if q.Counter != "" {
-			return d.Status.Counters[q.Counter].Available
+			return counters[q.Counter].Available
 		}
-		return d.Status.Lists[q.List].Available
+		return lists[q.List].Available
 	}
 	return 0
 }

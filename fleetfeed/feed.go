@@ -40,6 +40,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetview"
 	"github.com/fleetcast/fleetcast/logging"
+	"github.com/fleetcast/fleetcast/pubsubtopic"
 )
 
 // DefaultTopic is the change feed's topic where nothing names another
@@ -101,7 +102,7 @@ func Decode(data []byte) (*fleet.Document, error) {
 // EnsureTopic creates the change feed's topic in client's project unless
 // it exists, where Terraform does not (the emulators, `make demo`).
 func EnsureTopic(ctx context.Context, client *pubsub.Client, topicID string) error {
-	_, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: fmt.Sprintf("projects/%s/topics/%s", client.Project(), topicID)})
+	_, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: pubsubtopic.TopicName(client.Project(), topicID)})
 	if err != nil && status.Code(err) != codes.AlreadyExists {
 		return fmt.Errorf("create the change feed's topic %s: %w", topicID, err)
 	}
@@ -218,7 +219,7 @@ func (f *Follower) FollowFleets(ctx context.Context, since time.Time, apply func
 	name := fmt.Sprintf("projects/%s/subscriptions/%s%s", project, SubscriptionPrefix(f.topic), hex.EncodeToString(suffix))
 	_, err := f.client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
 		Name:                     name,
-		Topic:                    fmt.Sprintf("projects/%s/topics/%s", project, f.topic),
+		Topic:                    pubsubtopic.TopicName(project, f.topic),
 		AckDeadlineSeconds:       10,
 		MessageRetentionDuration: durationpb.New(SubscriptionRetention),
 		ExpirationPolicy:         &pubsubpb.ExpirationPolicy{Ttl: durationpb.New(SubscriptionTTL)},

@@ -444,11 +444,7 @@ func TestMonitoring(t *testing.T) {
 	})
 
 	t.Run("the stale alert fires for each cluster without a heartbeat, and no other", func(t *testing.T) {
-		policy, ok := byType["google_monitoring_alert_policy"]["clusters_stale"]
-		require.True(t, ok)
-		conds := asList(policy.Values["conditions"])
-		require.Len(t, conds, 1)
-		q := first(t, conds[0].(map[string]any)["condition_prometheus_query_language"])
+		q := promqlCondition(t, byType["google_monitoring_alert_policy"], "clusters_stale")
 		query := q["query"].(string)
 		// The heartbeats metric as Cloud Monitoring's PromQL names it
 		// (the first "/" a ":", any other character not a letter, digit
@@ -493,11 +489,7 @@ func TestMonitoring(t *testing.T) {
 	})
 
 	t.Run("the allocator's failover alert reads what fleetcast-allocator serves", func(t *testing.T) {
-		policy, ok := byType["google_monitoring_alert_policy"]["allocator_failover"]
-		require.True(t, ok)
-		conds := asList(policy.Values["conditions"])
-		require.Len(t, conds, 1)
-		q := first(t, conds[0].(map[string]any)["condition_prometheus_query_language"])
+		q := promqlCondition(t, byType["google_monitoring_alert_policy"], "allocator_failover")
 		query := q["query"].(string)
 		// What an allocator serves once it has allocated, after a
 		// failover (allocator.Metrics, as its /metrics).
@@ -615,3 +607,14 @@ func (s *seriesSet) Next() bool                        { s.at++; return s.at <= 
 func (s *seriesSet) At() storage.Series                { return s.series[s.at-1] }
 func (s *seriesSet) Err() error                        { return nil }
 func (s *seriesSet) Warnings() annotations.Annotations { return nil }
+
+// promqlCondition is the one condition of the planned alert policy name,
+// a PromQL one.
+func promqlCondition(t *testing.T, policies map[string]plannedResource, name string) map[string]any {
+	t.Helper()
+	policy, ok := policies[name]
+	require.True(t, ok, "the alert policy %s", name)
+	conds := asList(policy.Values["conditions"])
+	require.Len(t, conds, 1)
+	return first(t, conds[0].(map[string]any)["condition_prometheus_query_language"])
+}
