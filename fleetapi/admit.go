@@ -66,8 +66,9 @@ func newAdmission(o Options) *admission {
 // HeavySlots processors between them: a reader who sends the largest
 // legal query in a loop delays the other heavy readers, whose turn it
 // takes, and not those who read a fleet by name.
-func (s *Service) Admit(ctx context.Context) (release func(), err error) {
-	a := s.admit
+func (s *Service) Admit(ctx context.Context) (release func(), err error) { return s.admit.acquire(ctx) }
+
+func (a *admission) acquire(ctx context.Context) (release func(), err error) {
 	if a.sem.TryAcquire(1) {
 		return a.release, nil
 	}

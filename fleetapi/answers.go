@@ -74,6 +74,9 @@ type FleetList struct {
 	NextPageToken string  `json:"nextPageToken,omitempty"`
 	// TotalSize counts the fleets matching the query, over every page.
 	TotalSize int `json:"totalSize"`
+	// UnavailableClusters are the clusters of the partitions that did
+	// not answer (Partitions): their fleets are missing from the answer.
+	UnavailableClusters []string `json:"unavailableClusters,omitempty"`
 }
 
 // NewFleet shapes a live document.
@@ -139,6 +142,9 @@ func NewCluster(c *fleet.ClusterDocument, stale bool) Cluster {
 type LabelValues struct {
 	Key    string       `json:"key"`
 	Values []LabelValue `json:"values"`
+	// UnavailableClusters are the clusters of the partitions that did
+	// not answer (Partitions): their fleets are not counted.
+	UnavailableClusters []string `json:"unavailableClusters,omitempty"`
 }
 
 // LabelValue is one value of a label across live fleets.

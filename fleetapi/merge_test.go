@@ -17,8 +17,8 @@ import (
 // view and in three partitions of them (one stale cluster, one with no
 // document); random queries (selectors, each order, with staleness or
 // without, clusters named or not, pages of any size) walked page by page,
-// each partition asked its narrowed query at the merged answer's token:
-// the same fleets in the same order, none twice or missing, the same
+// Partitions asking each partition its narrowed query at the merged
+// answer's token, as a partition behind its URL parses it: the same fleets in the same order, none twice or missing, the same
 // totals and the same number of pages.
 func TestMergedPartitionsPageAsOneView(t *testing.T) {
 	w := newWorld(t)
@@ -44,10 +44,12 @@ func TestMergedPartitionsPageAsOneView(t *testing.T) {
 	}
 	one := loaded(Options{})
 	held := [][]string{{"pc"}, {"ps5", "nodoc"}, {"xbox"}}
-	var parts []*Service
-	for _, h := range held {
-		parts = append(parts, loaded(Options{Clusters: h}))
+	var parts []Partition
+	for i, h := range held {
+		parts = append(parts, Partition{Name: fmt.Sprint(i), Clusters: h, API: wire{loaded(Options{Clusters: h})}})
 	}
+	all, err := NewPartitions(parts, PartitionsOptions{})
+	require.NoError(t, err)
 	ctx := t.Context()
 	for range 200 {
 		v := url.Values{"pageSize": {strconv.Itoa(1 + rng.IntN(40))}}
@@ -94,20 +96,9 @@ func TestMergedPartitionsPageAsOneView(t *testing.T) {
 		}
 		total := 0
 		for merged := q; ; {
-			var pages []FleetList
-			for i, p := range parts {
-				asked := merged.Narrowed(held[i])
-				if asked == nil {
-					continue // none of its clusters named
-				}
-				// As a partition behind its URL parses it, token included.
-				wire, err := ParseQuery(asked.Values())
-				require.NoError(t, err, "%v", asked.Values())
-				l, err := p.ListFleets(ctx, wire)
-				require.NoError(t, err)
-				pages = append(pages, l)
-			}
-			l := MergeFleets(merged, pages)
+			l, err := all.ListFleets(ctx, merged)
+			require.NoError(t, err)
+			require.Empty(t, l.UnavailableClusters)
 			gotPages++
 			total = l.TotalSize
 			for _, f := range l.Items {
@@ -127,8 +118,9 @@ func TestMergedPartitionsPageAsOneView(t *testing.T) {
 	}
 }
 
-// TestMergedPartitionsAnswerLabelsAndClustersAsOneView: the clusters and
-// each label's values of the partitions, merged, are one view's.
+// TestMergedPartitionsAnswerLabelsAndClustersAsOneView: the clusters, a
+// cluster by name and each label's values of the partitions, merged
+// (Partitions), are one view's.
 func TestMergedPartitionsAnswerLabelsAndClustersAsOneView(t *testing.T) {
 	w := newWorld(t)
 	rng := rand.New(rand.NewPCG(7, 3))
@@ -144,28 +136,31 @@ func TestMergedPartitionsAnswerLabelsAndClustersAsOneView(t *testing.T) {
 		w.Put(doc(clusters[rng.IntN(len(clusters))], "games", fmt.Sprintf("f%03d", i), labels, rng.Int64N(5), nil))
 	}
 	one := w.service(Options{})
-	parts := []*Service{w.service(Options{Clusters: []string{"pc", "xbox"}}), w.service(Options{Clusters: []string{"ps5", "nodoc"}})}
+	all, err := NewPartitions([]Partition{
+		{Name: "a", Clusters: []string{"pc", "xbox"}, API: wire{w.service(Options{Clusters: []string{"pc", "xbox"}})}},
+		{Name: "b", Clusters: []string{"ps5", "nodoc"}, API: wire{w.service(Options{Clusters: []string{"ps5", "nodoc"}})}},
+	}, PartitionsOptions{})
+	require.NoError(t, err)
 	ctx := t.Context()
 	want, err := one.ListClusters(ctx)
 	require.NoError(t, err)
-	var lists []ClusterList
-	for _, p := range parts {
-		l, err := p.ListClusters(ctx)
+	got, err := all.ListClusters(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	for _, c := range []string{"pc", "xbox", "ps5"} {
+		want, err := one.GetCluster(ctx, c)
 		require.NoError(t, err)
-		lists = append(lists, l)
+		got, err := all.GetCluster(ctx, c)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
 	}
-	require.Equal(t, want, MergeClusters(lists))
 	for _, key := range []string{"platform", "version", "nope"} {
 		for _, stale := range []bool{false, true} {
 			want, err := one.LabelValues(ctx, key, stale)
 			require.NoError(t, err)
-			var answers []LabelValues
-			for _, p := range parts {
-				a, err := p.LabelValues(ctx, key, stale)
-				require.NoError(t, err)
-				answers = append(answers, a)
-			}
-			require.Equal(t, want, MergeLabelValues(key, answers), "%s, stale %v", key, stale)
+			got, err := all.LabelValues(ctx, key, stale)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%s, stale %v", key, stale)
 		}
 	}
 }

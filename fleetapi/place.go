@@ -58,6 +58,11 @@ type Placement struct {
 	LagMillis          int64     `json:"lagMillis"`
 	HeartbeatAgeMillis int64     `json:"heartbeatAgeMillis"`
 	Stale              bool      `json:"stale"`
+	// DrawKey is the draw that ranked it within its priority: an
+	// exponential variate divided by its weight, smaller first. The
+	// answers of partitions, each drawing its own fleets, merge by it
+	// (Partitions.Place) into the ranking one view of them draws.
+	DrawKey float64 `json:"drawKey"`
 }
 
 // Placements answers a PlaceRequest.
@@ -74,6 +79,9 @@ type Placements struct {
 	// service's configuration) or none.
 	Policy       []string `json:"policy"`
 	PolicySource string   `json:"policySource"`
+	// UnavailableClusters are the clusters of the partitions that did
+	// not answer (Partitions): none of their fleets is a candidate.
+	UnavailableClusters []string `json:"unavailableClusters,omitempty"`
 }
 
 var placeParams = map[string]bool{"count": true, "gameServers": true, "players": true, "policy": true}
@@ -358,7 +366,7 @@ func (r *Read) placement(c Candidate[*fleet.Document], need Need, weight int32) 
 	avail, _ := need.Qualify(d.Status)
 	p := Placement{Cluster: d.Cluster, Namespace: d.Namespace, Name: d.Name, Labels: nonNil(d.Labels),
 		Resource: need.Resource(), Available: avail, ReadyReplicas: ReadyOf(d.Status), Priority: c.Priority, Weight: weight,
-		ObservedAt: d.ObservedAt, LagMillis: d.LagMillis, Stale: c.Stale}
+		ObservedAt: d.ObservedAt, LagMillis: d.LagMillis, Stale: c.Stale, DrawKey: c.key}
 	if cl, ok := r.snap.Cluster(d.Cluster); ok {
 		p.AllocatorEndpoint = cl.AllocatorEndpoint
 		p.HeartbeatAgeMillis = max(0, r.now.Sub(cl.IngestedAt).Milliseconds())

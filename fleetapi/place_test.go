@@ -88,6 +88,8 @@ func TestPlaceRanksByPriorityThenByChance(t *testing.T) {
 	assert.Len(t, seen, 2, "either eu fleet comes first")
 
 	c := placeOf(t, svc, "cluster=us").Placements[0]
+	assert.Positive(t, c.DrawKey, "its draw: an exponential variate over its weight")
+	c.DrawKey = 0
 	assert.Equal(t, Placement{Cluster: "us", Namespace: "games", Name: "c", Labels: map[string]string{"game": "x"},
 		AllocatorEndpoint: "us.example:443", Resource: ResourceGameServers, Available: 10, ReadyReplicas: 10, Priority: 0, Weight: 1,
 		ObservedAt: time.Date(2026, 11, 30, 11, 59, 59, 0, time.UTC), LagMillis: 7, HeartbeatAgeMillis: 2000}, c)

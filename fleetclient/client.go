@@ -213,7 +213,8 @@ func (c *Client) ListFleets(ctx context.Context, q fleetapi.Query) (fleetapi.Fle
 	if err != nil {
 		return fleetapi.FleetList{}, ErrorOf(err)
 	}
-	l := fleetapi.FleetList{Items: []fleetapi.Fleet{}, NextPageToken: resp.Msg.GetNextPageToken(), TotalSize: int(resp.Msg.GetTotalSize())}
+	l := fleetapi.FleetList{Items: []fleetapi.Fleet{}, NextPageToken: resp.Msg.GetNextPageToken(), TotalSize: int(resp.Msg.GetTotalSize()),
+		UnavailableClusters: resp.Msg.GetUnavailableClusters()}
 	for _, f := range resp.Msg.GetFleetInformation() {
 		l.Items = append(l.Items, fleetpb.FromFleet(f))
 	}
@@ -266,7 +267,7 @@ func (c *Client) LabelValues(ctx context.Context, key string, includeStale bool)
 	if err != nil {
 		return fleetapi.LabelValues{}, ErrorOf(err)
 	}
-	lv := fleetapi.LabelValues{Key: resp.Msg.GetKey(), Values: []fleetapi.LabelValue{}}
+	lv := fleetapi.LabelValues{Key: resp.Msg.GetKey(), Values: []fleetapi.LabelValue{}, UnavailableClusters: resp.Msg.GetUnavailableClusters()}
 	for _, v := range resp.Msg.GetValues() {
 		lv.Values = append(lv.Values, fleetapi.LabelValue{Value: v.GetValue(), Fleets: v.GetFleets(), ReadyReplicas: v.GetReadyGameservers(),
 			AllocatedReplicas: v.GetAllocatedGameservers(), Clusters: v.GetClusters()})

@@ -326,12 +326,13 @@ var reasonOf = map[fleetapi.Reason]fleetcastv1.LeftOutReason{
 
 // Placements is p as the InformationService's answer.
 func Placements(p fleetapi.Placements) *fleetcastv1.PlaceResponse {
-	out := &fleetcastv1.PlaceResponse{Eligible: int32(p.Eligible), Policy: p.Policy, PolicySource: p.PolicySource}
+	out := &fleetcastv1.PlaceResponse{Eligible: int32(p.Eligible), Policy: p.Policy, PolicySource: p.PolicySource,
+		UnavailableClusters: p.UnavailableClusters}
 	for _, c := range p.Placements {
 		out.Placements = append(out.Placements, &fleetcastv1.Placement{ClusterName: c.Cluster, Namespace: c.Namespace, FleetName: c.Name,
 			Labels: labelsOf(c.Labels), AllocatorEndpoint: c.AllocatorEndpoint, Resource: c.Resource, Available: c.Available,
 			ReadyGameservers: c.ReadyReplicas, Priority: c.Priority, Weight: c.Weight, ObservedTime: timestamppb.New(c.ObservedAt),
-			LagMillis: c.LagMillis, HeartbeatAgeMillis: c.HeartbeatAgeMillis, Stale: c.Stale})
+			LagMillis: c.LagMillis, HeartbeatAgeMillis: c.HeartbeatAgeMillis, Stale: c.Stale, DrawKey: c.DrawKey})
 	}
 	for _, l := range p.LeftOut {
 		out.LeftOut = append(out.LeftOut, &fleetcastv1.LeftOut{Reason: reasonOf[l.Reason], Fleets: int32(l.Fleets), Clusters: l.Clusters,
@@ -343,7 +344,7 @@ func Placements(p fleetapi.Placements) *fleetcastv1.PlaceResponse {
 // FromPlacements is the inverse of Placements.
 func FromPlacements(m *fleetcastv1.PlaceResponse) fleetapi.Placements {
 	out := fleetapi.Placements{Placements: []fleetapi.Placement{}, Eligible: int(m.GetEligible()), LeftOut: []fleetapi.LeftOut{},
-		Policy: m.GetPolicy(), PolicySource: m.GetPolicySource()}
+		Policy: m.GetPolicy(), PolicySource: m.GetPolicySource(), UnavailableClusters: m.GetUnavailableClusters()}
 	if out.Policy == nil {
 		out.Policy = []string{}
 	}
@@ -351,7 +352,7 @@ func FromPlacements(m *fleetcastv1.PlaceResponse) fleetapi.Placements {
 		out.Placements = append(out.Placements, fleetapi.Placement{Cluster: c.GetClusterName(), Namespace: c.GetNamespace(), Name: c.GetFleetName(),
 			Labels: labelMap(c.GetLabels()), AllocatorEndpoint: c.GetAllocatorEndpoint(), Resource: c.GetResource(), Available: c.GetAvailable(),
 			ReadyReplicas: c.GetReadyGameservers(), Priority: c.GetPriority(), Weight: c.GetWeight(), ObservedAt: c.GetObservedTime().AsTime(),
-			LagMillis: c.GetLagMillis(), HeartbeatAgeMillis: c.GetHeartbeatAgeMillis(), Stale: c.GetStale()})
+			LagMillis: c.GetLagMillis(), HeartbeatAgeMillis: c.GetHeartbeatAgeMillis(), Stale: c.GetStale(), DrawKey: c.GetDrawKey()})
 	}
 	for _, l := range m.GetLeftOut() {
 		r := fleetapi.Reason("")

@@ -122,7 +122,7 @@ func (s *information) Inform(ctx context.Context, req *connect.Request[fleetcast
 	if err != nil {
 		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
-	out := &fleetcastv1.InformResponse{NextPageToken: l.NextPageToken, TotalSize: int32(l.TotalSize)}
+	out := &fleetcastv1.InformResponse{NextPageToken: l.NextPageToken, TotalSize: int32(l.TotalSize), UnavailableClusters: l.UnavailableClusters}
 	for _, f := range l.Items {
 		out.FleetInformation = append(out.FleetInformation, fleetpb.Fleet(f))
 	}
@@ -224,7 +224,7 @@ func (s *information) LabelValues(ctx context.Context, req *connect.Request[flee
 	if err != nil {
 		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
-	out := &fleetcastv1.LabelValuesResponse{Key: lv.Key}
+	out := &fleetcastv1.LabelValuesResponse{Key: lv.Key, UnavailableClusters: lv.UnavailableClusters}
 	for _, v := range lv.Values {
 		out.Values = append(out.Values, &fleetcastv1.LabelValue{Value: v.Value, Fleets: v.Fleets,
 			ReadyGameservers: v.ReadyReplicas, AllocatedGameservers: v.AllocatedReplicas, Clusters: v.Clusters})

@@ -394,9 +394,12 @@ type InformResponse struct {
 	// Empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	// The fleets matching the request, over every page.
-	TotalSize     int32 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TotalSize int32 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	// The clusters of partitions that did not answer (a service over
+	// partitions only): their fleets are missing from this answer.
+	UnavailableClusters []string `protobuf:"bytes,4,rep,name=unavailable_clusters,json=unavailableClusters,proto3" json:"unavailable_clusters,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *InformResponse) Reset() {
@@ -448,6 +451,13 @@ func (x *InformResponse) GetTotalSize() int32 {
 		return x.TotalSize
 	}
 	return 0
+}
+
+func (x *InformResponse) GetUnavailableClusters() []string {
+	if x != nil {
+		return x.UnavailableClusters
+	}
+	return nil
 }
 
 // Label is one label of a fleet or a cluster.
@@ -2313,9 +2323,12 @@ type LabelValuesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// Most fleets first.
-	Values        []*LabelValue `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Values []*LabelValue `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	// The clusters of partitions that did not answer (a service over
+	// partitions only): their fleets are not counted.
+	UnavailableClusters []string `protobuf:"bytes,3,rep,name=unavailable_clusters,json=unavailableClusters,proto3" json:"unavailable_clusters,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *LabelValuesResponse) Reset() {
@@ -2358,6 +2371,13 @@ func (x *LabelValuesResponse) GetKey() string {
 func (x *LabelValuesResponse) GetValues() []*LabelValue {
 	if x != nil {
 		return x.Values
+	}
+	return nil
+}
+
+func (x *LabelValuesResponse) GetUnavailableClusters() []string {
+	if x != nil {
+		return x.UnavailableClusters
 	}
 	return nil
 }
@@ -2605,10 +2625,13 @@ type PlaceResponse struct {
 	LeftOut []*LeftOut `protobuf:"bytes,3,rep,name=left_out,json=leftOut,proto3" json:"left_out,omitempty"`
 	// The policy applied, as SELECTOR:PRIORITY:WEIGHT rules (none: every
 	// cluster alike), and where it came from: request, default or none.
-	Policy        []string `protobuf:"bytes,4,rep,name=policy,proto3" json:"policy,omitempty"`
-	PolicySource  string   `protobuf:"bytes,5,opt,name=policy_source,json=policySource,proto3" json:"policy_source,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Policy       []string `protobuf:"bytes,4,rep,name=policy,proto3" json:"policy,omitempty"`
+	PolicySource string   `protobuf:"bytes,5,opt,name=policy_source,json=policySource,proto3" json:"policy_source,omitempty"`
+	// The clusters of partitions that did not answer (a service over
+	// partitions only): none of their fleets is a candidate.
+	UnavailableClusters []string `protobuf:"bytes,6,rep,name=unavailable_clusters,json=unavailableClusters,proto3" json:"unavailable_clusters,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *PlaceResponse) Reset() {
@@ -2676,6 +2699,13 @@ func (x *PlaceResponse) GetPolicySource() string {
 	return ""
 }
 
+func (x *PlaceResponse) GetUnavailableClusters() []string {
+	if x != nil {
+		return x.UnavailableClusters
+	}
+	return nil
+}
+
 // Placement is one candidate fleet for a match.
 type Placement struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -2703,7 +2733,11 @@ type Placement struct {
 	HeartbeatAgeMillis int64 `protobuf:"varint,13,opt,name=heartbeat_age_millis,json=heartbeatAgeMillis,proto3" json:"heartbeat_age_millis,omitempty"`
 	// Its cluster is stale (only with filter.include_stale; ranked after
 	// every fresh candidate).
-	Stale         bool `protobuf:"varint,14,opt,name=stale,proto3" json:"stale,omitempty"`
+	Stale bool `protobuf:"varint,14,opt,name=stale,proto3" json:"stale,omitempty"`
+	// The draw that ranked it within its priority: an exponential variate
+	// divided by its weight, smaller first. Answers of partitions that
+	// each drew their own are merged by it.
+	DrawKey       float64 `protobuf:"fixed64,15,opt,name=draw_key,json=drawKey,proto3" json:"draw_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2836,6 +2870,13 @@ func (x *Placement) GetStale() bool {
 	return false
 }
 
+func (x *Placement) GetDrawKey() float64 {
+	if x != nil {
+		return x.DrawKey
+	}
+	return 0
+}
+
 // LeftOut counts the fleets left out for one reason.
 type LeftOut struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -2938,12 +2979,13 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\border_by\x18\x02 \x01(\x0e2\x15.fleetcast.v1.OrderByR\aorderBy\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"\xa4\x01\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\xd7\x01\n" +
 	"\x0eInformResponse\x12K\n" +
 	"\x11fleet_information\x18\x01 \x03(\v2\x1e.fleetcast.v1.FleetInformationR\x10fleetInformation\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
 	"\n" +
-	"total_size\x18\x03 \x01(\x05R\ttotalSize\"/\n" +
+	"total_size\x18\x03 \x01(\x05R\ttotalSize\x121\n" +
+	"\x14unavailable_clusters\x18\x04 \x03(\tR\x13unavailableClusters\"/\n" +
 	"\x05Label\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"\xa9\n" +
@@ -3098,10 +3140,11 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x17.fleetcast.v1.AggregateR\x05value:\x028\x01\"K\n" +
 	"\x12LabelValuesRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12#\n" +
-	"\rinclude_stale\x18\x02 \x01(\bR\fincludeStale\"Y\n" +
+	"\rinclude_stale\x18\x02 \x01(\bR\fincludeStale\"\x8c\x01\n" +
 	"\x13LabelValuesResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
-	"\x06values\x18\x02 \x03(\v2\x18.fleetcast.v1.LabelValueR\x06values\"\xb8\x01\n" +
+	"\x06values\x18\x02 \x03(\v2\x18.fleetcast.v1.LabelValueR\x06values\x121\n" +
+	"\x14unavailable_clusters\x18\x03 \x03(\tR\x13unavailableClusters\"\xb8\x01\n" +
 	"\n" +
 	"LabelValue\x12\x14\n" +
 	"\x05value\x18\x01 \x01(\tR\x05value\x12\x16\n" +
@@ -3119,7 +3162,7 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\x10cluster_selector\x18\x01 \x01(\tR\x0fclusterSelector\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\x05R\bpriority\x12\x1b\n" +
 	"\x06weight\x18\x03 \x01(\x05H\x00R\x06weight\x88\x01\x01B\t\n" +
-	"\a_weight\"\xd3\x01\n" +
+	"\a_weight\"\x86\x02\n" +
 	"\rPlaceResponse\x127\n" +
 	"\n" +
 	"placements\x18\x01 \x03(\v2\x17.fleetcast.v1.PlacementR\n" +
@@ -3127,7 +3170,8 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\beligible\x18\x02 \x01(\x05R\beligible\x120\n" +
 	"\bleft_out\x18\x03 \x03(\v2\x15.fleetcast.v1.LeftOutR\aleftOut\x12\x16\n" +
 	"\x06policy\x18\x04 \x03(\tR\x06policy\x12#\n" +
-	"\rpolicy_source\x18\x05 \x01(\tR\fpolicySource\"\x8a\x04\n" +
+	"\rpolicy_source\x18\x05 \x01(\tR\fpolicySource\x121\n" +
+	"\x14unavailable_clusters\x18\x06 \x03(\tR\x13unavailableClusters\"\xa5\x04\n" +
 	"\tPlacement\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x1d\n" +
@@ -3145,7 +3189,8 @@ const file_fleetcast_v1_information_proto_rawDesc = "" +
 	"\n" +
 	"lag_millis\x18\f \x01(\x03R\tlagMillis\x120\n" +
 	"\x14heartbeat_age_millis\x18\r \x01(\x03R\x12heartbeatAgeMillis\x12\x14\n" +
-	"\x05stale\x18\x0e \x01(\bR\x05stale\"\xb1\x01\n" +
+	"\x05stale\x18\x0e \x01(\bR\x05stale\x12\x19\n" +
+	"\bdraw_key\x18\x0f \x01(\x01R\adrawKey\"\xb1\x01\n" +
 	"\aLeftOut\x123\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x1b.fleetcast.v1.LeftOutReasonR\x06reason\x12\x16\n" +
 	"\x06fleets\x18\x02 \x01(\x05R\x06fleets\x12\x1a\n" +
