@@ -36,6 +36,9 @@ type generated struct {
 	fleetsPerCluster int
 	only             []string
 	at               time.Time
+	// gold, when set: every gold-th fleet of a cluster (from its first)
+	// carries the label tier=gold, the selector a selective query asks.
+	gold int
 }
 
 func newGenerated(clusters, fleetsPerCluster int) *generated {
@@ -86,7 +89,11 @@ func typicalFleet(cluster string, i int, at time.Time) *fleet.Document {
 func (g *generated) LiveFleets(_ context.Context, each func(*fleet.Document)) ([]string, error) {
 	for _, c := range g.scope() {
 		for i := range g.fleetsPerCluster {
-			each(typicalFleet(c, i, g.at))
+			d := typicalFleet(c, i, g.at)
+			if g.gold > 0 && i%g.gold == 0 {
+				d.Labels[strings.Clone("tier")] = strings.Clone("gold")
+			}
+			each(d)
 		}
 	}
 	return nil, nil
@@ -97,7 +104,8 @@ func (g *generated) Clusters(context.Context) (fleet.Page[fleet.ClusterDocument]
 	for _, c := range g.scope() {
 		p.Docs = append(p.Docs, &fleet.ClusterDocument{Cluster: c, Labels: map[string]string{"region": "europe-west1"},
 			SnapshotVersion: fleet.Version{Term: 1, Seq: 1}, SnapshotParts: 1, HeartbeatAt: g.at, IngestedAt: time.Now(),
-			FleetCount: int64(g.fleetsPerCluster), WrittenAt: g.at})
+			FleetCount: int64(g.fleetsPerCluster), WrittenAt: g.at,
+			Totals: fleet.DocStatus{Counters: map[string]fleet.DocAggregate{"rooms": {}}, Lists: map[string]fleet.DocAggregate{"players": {}}}})
 	}
 	return p, nil
 }

@@ -16,25 +16,35 @@ import (
 // view, so every partition takes the merged answer's token as its own.
 func MergeFleets(q Query, pages []FleetList) FleetList {
 	q = q.normalized()
-	var all []Fleet
+	// Each fleet's sort key and ID are computed once, not at every
+	// comparison: a merge of 17 pages of 1 000 sorts 17 000 of them.
+	type ranked struct {
+		key int64
+		id  string
+		f   *Fleet
+	}
+	var all []ranked
 	more := false
 	out := FleetList{}
 	for _, p := range pages {
-		all = append(all, p.Items...)
+		for i := range p.Items {
+			f := &p.Items[i]
+			all = append(all, ranked{key: q.fleetSortKey(*f), id: fleetID(*f), f: f})
+		}
 		out.TotalSize += p.TotalSize
 		more = more || p.NextPageToken != ""
 	}
-	slices.SortFunc(all, q.compareFleets)
+	slices.SortFunc(all, func(a, b ranked) int { return cmp.Or(cmp.Compare(b.key, a.key), strings.Compare(a.id, b.id)) })
 	if len(all) > q.PageSize {
 		all, more = all[:q.PageSize], true
 	}
-	out.Items = all
-	if out.Items == nil {
-		out.Items = []Fleet{}
+	out.Items = make([]Fleet, 0, len(all))
+	for _, r := range all {
+		out.Items = append(out.Items, *r.f)
 	}
 	if more && len(all) > 0 {
 		last := all[len(all)-1]
-		out.NextPageToken = Cursor{Query: q.fingerprint(), Key: q.fleetSortKey(last), ID: fleetID(last)}.encode()
+		out.NextPageToken = Cursor{Query: q.fingerprint(), Key: last.key, ID: last.id}.encode()
 	}
 	return out
 }
@@ -72,11 +82,6 @@ func fleetID(f Fleet) string {
 
 // fleetSortKey is sortKey of the fleet an answer shows.
 func (q Query) fleetSortKey(f Fleet) int64 { return q.sortKeyOf(f.ReadyReplicas, f.Counters, f.Lists) }
-
-// compareFleets is compare of the fleets an answer shows.
-func (q Query) compareFleets(a, b Fleet) int {
-	return cmp.Or(cmp.Compare(q.fleetSortKey(b), q.fleetSortKey(a)), strings.Compare(fleetID(a), fleetID(b)))
-}
 
 // MergeClusters merges the clusters of disjoint views: every one, by
 // name, as one view of them lists them.
