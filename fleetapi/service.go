@@ -398,3 +398,23 @@ func (q Query) normalized() Query {
 func (s *Service) ViewBytes() int {
 	return s.eng.Current().Bytes()
 }
+
+// API answers as the Service does, from this reading alone: every answer
+// of it is of the same snapshot, at the same time. It is valid only
+// during the call Service.Read makes with r.
+func (r *Read) API() API { return readAPI{r} }
+
+type readAPI struct{ r *Read }
+
+func (a readAPI) ListFleets(_ context.Context, q Query) (FleetList, error) { return a.r.Fleets(q) }
+func (a readAPI) GetFleet(_ context.Context, k fleet.Key) (Fleet, error)   { return a.r.Fleet(k) }
+func (a readAPI) ListClusters(context.Context) (ClusterList, error)        { return a.r.Clusters(), nil }
+func (a readAPI) GetCluster(_ context.Context, name string) (Cluster, error) {
+	return a.r.Cluster(name)
+}
+func (a readAPI) LabelValues(_ context.Context, key string, includeStale bool) (LabelValues, error) {
+	return a.r.Labels(key, includeStale)
+}
+func (a readAPI) Place(_ context.Context, req PlaceRequest) (Placements, error) {
+	return a.r.Place(req)
+}

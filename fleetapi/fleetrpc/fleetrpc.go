@@ -226,6 +226,11 @@ func Procedures() []string {
 	return out
 }
 
+// NoMergedStreams is why a service over partitions serves no stream yet:
+// each partition serves its clusters' streams.
+const NoMergedStreams = "this query service answers over partitions (PARTITIONS), and serves no stream of them yet: " +
+	"watch each partition's query service for its clusters"
+
 // CompressMinBytes is the smallest answer message the handler compresses
 // when the client accepts it: a stream's events are a few hundred bytes,
 // which gzip hardly shrinks, while each compression costs a compressor's
@@ -235,7 +240,7 @@ const CompressMinBytes = 1 << 10
 // NewHandler returns the path to mount InformationService at, and its
 // handler answering from svc: every request's body is bounded by
 // MaxRequestBytes as it arrives and its message once decompressed.
-func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...Option) (string, http.Handler) {
+func NewHandler(svc Backend, log *slog.Logger, opts ...Option) (string, http.Handler) {
 	i := &information{svc: svc, log: log}
 	for _, o := range opts {
 		o(i)

@@ -342,7 +342,8 @@ func placements(t *testing.T, url string) fleetapi.Placements {
 
 // comparable orders a placement's candidates by rank, then by name (the
 // order within a rank is drawn at random), and forgets the heartbeats'
-// ages, which grow between two requests.
+// ages, which grow between two requests, and the draws, each request's
+// own.
 func comparable(p fleetapi.Placements) fleetapi.Placements {
 	slices.SortFunc(p.Placements, func(a, b fleetapi.Placement) int {
 		return cmp.Or(cmp.Compare(boolInt(a.Stale), boolInt(b.Stale)), cmp.Compare(a.Priority, b.Priority),
@@ -350,6 +351,7 @@ func comparable(p fleetapi.Placements) fleetapi.Placements {
 	})
 	for i := range p.Placements {
 		p.Placements[i].HeartbeatAgeMillis = 0
+		p.Placements[i].DrawKey = 0
 	}
 	return p
 }

@@ -31,6 +31,11 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	if h.svc == nil {
+		h.fail(w, r, &fleetapi.Error{Code: fleetapi.NotFound, Message: "this query service answers over partitions (PARTITIONS): " +
+			"scrape each partition's query service for its clusters' metrics"})
+		return
+	}
 	// Computing and encoding are heavy (Service.Admit); the slot is
 	// freed before the answer is written, so a slow scraper holds none.
 	release, err := h.svc.Admit(r.Context())

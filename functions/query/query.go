@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
@@ -25,6 +26,7 @@ import (
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetmetrics"
 	"github.com/fleetcast/fleetcast/fleetapi/fleetrpc"
+	"github.com/fleetcast/fleetcast/fleetclient"
 	"github.com/fleetcast/fleetcast/fleetfeed"
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/functions/query/dashboard"
@@ -34,7 +36,11 @@ import (
 
 // Handler serves the query API.
 type Handler struct {
-	svc     *fleetapi.Service
+	// svc is the view the handler answers from; nil when it answers
+	// over partitions (NewPartitionsHandler).
+	svc *fleetapi.Service
+	// api answers: svc, or the partitions.
+	api     fleetrpc.Backend
 	log     *slog.Logger
 	mux     *http.ServeMux
 	streams *fleetrpc.Streams
@@ -77,7 +83,21 @@ func WithMetrics(o fleetmetrics.Options) HandlerOption {
 
 // NewHandler returns the API answering from svc.
 func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) *Handler {
-	h := &Handler{svc: svc, log: log, mux: http.NewServeMux(), writeTimeout: DefaultStreamWriteTimeout, metricsAccess: MetricsLocal}
+	return newHandler(svc, svc, log, opts...)
+}
+
+// NewPartitionsHandler returns the API answering over every partition of
+// a deployment as one view (fleetapi.Partitions; PARTITIONS): its lists,
+// placements, label values and clusters, by REST, Connect, gRPC and the
+// CLI. Its answers carry no ETag (each is merged afresh), it serves no
+// /metrics (each partition serves its clusters') and no stream yet
+// (fleetrpc.NoMergedStreams).
+func NewPartitionsHandler(p *fleetapi.Partitions, log *slog.Logger, opts ...HandlerOption) *Handler {
+	return newHandler(nil, p, log, opts...)
+}
+
+func newHandler(svc *fleetapi.Service, api fleetrpc.Backend, log *slog.Logger, opts ...HandlerOption) *Handler {
+	h := &Handler{svc: svc, api: api, log: log, mux: http.NewServeMux(), writeTimeout: DefaultStreamWriteTimeout, metricsAccess: MetricsLocal}
 	for _, o := range opts {
 		o(h)
 	}
@@ -97,7 +117,7 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 	h.mux.HandleFunc("/v1/version", h.version)
 	// fleetcast.v1.InformationService: Connect, gRPC-Web and gRPC; its
 	// streams and the server-sent events share one edge.
-	h.mux.Handle(fleetrpc.NewHandler(svc, log, fleetrpc.WithStreams(h.streams)))
+	h.mux.Handle(fleetrpc.NewHandler(api, log, fleetrpc.WithStreams(h.streams)))
 	// The dashboard: the page at the root, its assets under /ui/; any
 	// other path is the API's 404.
 	h.mux.Handle("/", dashboard.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -131,8 +151,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // An endpoint validates its request and returns the ETag key of its answer
-// and how to make the answer from a reading of the view.
-type endpoint func(r *http.Request) (key string, answer func(*fleetapi.Read) (any, error), err error)
+// and how to make the answer: from a reading of the view
+// (fleetapi.Read.API), or over the partitions.
+type endpoint func(r *http.Request) (key string, answer answer, err error)
+
+type answer func(context.Context, fleetapi.API) (any, error)
 
 // get serves a read-only endpoint: GET and HEAD only. It syncs the view,
 // answers 304 from the ETag alone when the client has the answer, and
@@ -149,7 +172,7 @@ func (h *Handler) get(e endpoint, weight cost) http.HandlerFunc {
 			// slot (fleetapi.CheckBounds).
 			err := fleetapi.CheckBounds(r.URL.Query())
 			if err == nil {
-				release, err = h.svc.Admit(r.Context())
+				release, err = h.api.Admit(r.Context())
 			}
 			if err != nil {
 				h.fail(w, r, err)
@@ -163,6 +186,17 @@ func (h *Handler) get(e endpoint, weight cost) http.HandlerFunc {
 			return
 		}
 		gz := acceptsGzip(r)
+		if h.svc == nil {
+			// Merged afresh from the partitions: no ETag to name it.
+			v, err := answer(r.Context(), h.api)
+			if err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			h.reply(w, r, v, "", gz, release)
+			release = func() {}
+			return
+		}
 		var etag string
 		var v any
 		notModified := false
@@ -175,7 +209,7 @@ func (h *Handler) get(e endpoint, weight cost) http.HandlerFunc {
 			if notModified = matchesETag(r.Header.Get("If-None-Match"), etag); notModified {
 				return nil
 			}
-			v, err = answer(read)
+			v, err = answer(r.Context(), read.API())
 			return err
 		})
 		if err != nil {
@@ -216,7 +250,7 @@ func (h *Handler) place(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	release, err := h.svc.Admit(r.Context())
+	release, err := h.api.Admit(r.Context())
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -225,7 +259,7 @@ func (h *Handler) place(w http.ResponseWriter, r *http.Request) {
 	req, err := fleetapi.ParsePlace(v)
 	var p fleetapi.Placements
 	if err == nil {
-		p, err = h.svc.Place(r.Context(), req)
+		p, err = h.api.Place(r.Context(), req)
 	}
 	if err != nil {
 		release()
@@ -246,30 +280,30 @@ func (h *Handler) readOnly(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-func listFleets(r *http.Request) (string, func(*fleetapi.Read) (any, error), error) {
+func listFleets(r *http.Request) (string, answer, error) {
 	q, err := fleetapi.ParseQuery(r.URL.Query())
 	if err != nil {
 		return "", nil, err
 	}
-	return fleetapi.FleetsKey(q), func(rd *fleetapi.Read) (any, error) { return rd.Fleets(q) }, nil
+	return fleetapi.FleetsKey(q), func(ctx context.Context, api fleetapi.API) (any, error) { return api.ListFleets(ctx, q) }, nil
 }
 
-func getFleet(r *http.Request) (string, func(*fleetapi.Read) (any, error), error) {
+func getFleet(r *http.Request) (string, answer, error) {
 	k := fleet.Key{Cluster: r.PathValue("cluster"), Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	if err := fleetapi.ValidateKey(k); err != nil {
 		return "", nil, err
 	}
-	return "fleet/" + k.DocID(), func(rd *fleetapi.Read) (any, error) { return rd.Fleet(k) }, nil
+	return "fleet/" + k.DocID(), func(ctx context.Context, api fleetapi.API) (any, error) { return api.GetFleet(ctx, k) }, nil
 }
 
-func listClusters(r *http.Request) (string, func(*fleetapi.Read) (any, error), error) {
+func listClusters(r *http.Request) (string, answer, error) {
 	if err := noParams(r); err != nil {
 		return "", nil, err
 	}
-	return "clusters", func(rd *fleetapi.Read) (any, error) { return rd.Clusters(), nil }, nil
+	return "clusters", func(ctx context.Context, api fleetapi.API) (any, error) { return api.ListClusters(ctx) }, nil
 }
 
-func getCluster(r *http.Request) (string, func(*fleetapi.Read) (any, error), error) {
+func getCluster(r *http.Request) (string, answer, error) {
 	name := r.PathValue("cluster")
 	if err := noParams(r); err != nil {
 		return "", nil, err
@@ -277,10 +311,10 @@ func getCluster(r *http.Request) (string, func(*fleetapi.Read) (any, error), err
 	if err := fleetapi.ValidateClusterName(name); err != nil {
 		return "", nil, err
 	}
-	return "cluster/" + name, func(rd *fleetapi.Read) (any, error) { return rd.Cluster(name) }, nil
+	return "cluster/" + name, func(ctx context.Context, api fleetapi.API) (any, error) { return api.GetCluster(ctx, name) }, nil
 }
 
-func labelValues(r *http.Request) (string, func(*fleetapi.Read) (any, error), error) {
+func labelValues(r *http.Request) (string, answer, error) {
 	key := r.PathValue("key")
 	if err := fleetapi.ValidateLabelKey(key); err != nil {
 		return "", nil, err
@@ -292,7 +326,9 @@ func labelValues(r *http.Request) (string, func(*fleetapi.Read) (any, error), er
 		}
 		includeStale = vals[0] == "true"
 	}
-	return fmt.Sprintf("labels/%s?%t", key, includeStale), func(rd *fleetapi.Read) (any, error) { return rd.Labels(key, includeStale) }, nil
+	return fmt.Sprintf("labels/%s?%t", key, includeStale), func(ctx context.Context, api fleetapi.API) (any, error) {
+		return api.LabelValues(ctx, key, includeStale)
+	}, nil
 }
 
 func noParams(r *http.Request) error {
@@ -436,6 +472,55 @@ type Config struct {
 	// it). Empty: the listener.
 	ChangeTopic  string
 	ChangeClient *pubsub.Client
+	// Partitions, when set (PARTITIONS), are the partitions this service
+	// answers over as one view (fleetapi.Partitions): each one's query
+	// service URL and clusters. It then holds no view of its own.
+	Partitions []PartitionConfig
+	// PartitionTimeout bounds each partition's answer
+	// (PARTITION_TIMEOUT; fleetapi.DefaultPartitionTimeout).
+	PartitionTimeout time.Duration
+}
+
+// PartitionConfig is one partition of PARTITIONS: its query service and
+// the clusters its view holds (its VIEW_CLUSTERS).
+type PartitionConfig struct {
+	URL      string
+	Clusters []string
+}
+
+// ParsePartitions reads PARTITIONS: each partition as its clusters,
+// comma-separated, "=" its query service's URL; partitions separated by
+// semicolons or white space, e.g.
+// "pc-eu,pc-us=https://q-a.run.app; xbox-eu=https://q-b.run.app". No
+// cluster may be in two partitions.
+func ParsePartitions(v string) ([]PartitionConfig, error) {
+	var out []PartitionConfig
+	seen := map[string]bool{}
+	for entry := range strings.FieldsFuncSeq(v, func(r rune) bool { return r == ';' || unicode.IsSpace(r) }) {
+		names, u, ok := strings.Cut(entry, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want CLUSTER[,CLUSTER...]=URL", entry)
+		}
+		if _, err := fleetclient.ParseBaseURL(u); err != nil {
+			return nil, fmt.Errorf("%q: %w", entry, err)
+		}
+		p := PartitionConfig{URL: u}
+		for n := range strings.SplitSeq(names, ",") {
+			if err := fleet.ValidateClusterName(n); err != nil {
+				return nil, fmt.Errorf("%q: %w", entry, err)
+			}
+			if seen[n] {
+				return nil, fmt.Errorf("cluster %s is in two partitions", n)
+			}
+			seen[n] = true
+			p.Clusters = append(p.Clusters, n)
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no partition: want CLUSTER[,CLUSTER...]=URL, separated by semicolons")
+	}
+	return out, nil
 }
 
 // OpenChanges opens cfg's ChangeClient when it names a ChangeTopic: a
@@ -463,7 +548,8 @@ func OpenChanges(ctx context.Context, getenv func(string) string, cfg *Config) e
 // MTLS_VERIFIED_HEADER (the header of a mutual TLS load balancer's
 // verdict, which every request must carry as true), PLACEMENT_POLICY (the placement policy of a
 // request that gives none: rules SELECTOR:PRIORITY[:WEIGHT], separated
-// by semicolons) and LOG_LEVEL.
+// by semicolons), PARTITIONS (ParsePartitions), PARTITION_TIMEOUT and
+// LOG_LEVEL.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	e := fnruntime.NewEnv(getenv)
@@ -543,9 +629,20 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		c.View.Policy, err = fleetapi.ParsePolicy(rules)
 		return err
 	})
+	e.Func("PARTITIONS", func(v string) (err error) {
+		c.Partitions, err = ParsePartitions(v)
+		return err
+	})
+	e.Duration(&c.PartitionTimeout, "PARTITION_TIMEOUT", fleetapi.DefaultPartitionTimeout)
 	e.Level(&c.LogLevel, "LOG_LEVEL")
 	e.Ratio(&c.TraceSampleRatio, "TRACE_SAMPLE_RATIO", 0)
-	return c, e.Err()
+	if err := e.Err(); err != nil {
+		return c, err
+	}
+	if len(c.Partitions) > 0 && (len(c.View.Clusters) > 0 || c.ChangeTopic != "") {
+		return c, errors.New("PARTITIONS: a service over partitions holds no view: set neither VIEW_CLUSTERS nor CHANGE_TOPIC")
+	}
+	return c, nil
 }
 
 // New builds the query API as a deployment runs it: configured by the
@@ -557,15 +654,24 @@ func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Hand
 	if err != nil {
 		return nil, fmt.Errorf("configure the query API: %w", err)
 	}
-	client, err := fnruntime.Firestore(ctx, getenv)
-	if err != nil {
-		return nil, err
-	}
 	if _, err := fnruntime.Tracing(ctx, getenv, "fleetcast-query", cfg.TraceSampleRatio); err != nil {
 		return nil, fmt.Errorf("configure the query API: %w", err)
 	}
 	log := logging.New(logs, cfg.LogLevel, logging.WithProject(fnruntime.Project(getenv)))
 	fnruntime.Started(log, "QueryFleets")
+	opts := []HandlerOption{WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics), WithMetricsAccess(cfg.MetricsAccess),
+		WithVerifiedClientCert(cfg.VerifiedClientCertHeader)}
+	if len(cfg.Partitions) > 0 {
+		p, err := NewPartitions(ctx, cfg, fleetclient.Auth{}, log)
+		if err != nil {
+			return nil, fmt.Errorf("configure the query API: %w", err)
+		}
+		return NewPartitionsHandler(p, log, opts...), nil
+	}
+	client, err := fnruntime.Firestore(ctx, getenv)
+	if err != nil {
+		return nil, err
+	}
 	if err := OpenChanges(ctx, getenv, &cfg); err != nil {
 		return nil, fmt.Errorf("configure the query API: %w", err)
 	}
@@ -573,8 +679,32 @@ func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Hand
 	if err != nil {
 		return nil, fmt.Errorf("configure the query API: %w", err)
 	}
-	return NewHandler(svc, log, WithStreamWriteTimeout(cfg.StreamWriteTimeout), WithMetrics(cfg.Metrics), WithMetricsAccess(cfg.MetricsAccess),
-		WithVerifiedClientCert(cfg.VerifiedClientCertHeader)), nil
+	return NewHandler(svc, log, opts...), nil
+}
+
+// NewPartitions returns the API over cfg's partitions: a client of each
+// one's query service, sending ID tokens minted with auth (the instance's
+// identity when zero) to any but a loopback address.
+func NewPartitions(ctx context.Context, cfg Config, auth fleetclient.Auth, log *slog.Logger) (*fleetapi.Partitions, error) {
+	parts := make([]fleetapi.Partition, 0, len(cfg.Partitions))
+	for _, pc := range cfg.Partitions {
+		hc, err := fleetclient.NewHTTPClient(ctx, pc.URL, auth)
+		if err != nil {
+			return nil, fmt.Errorf("PARTITIONS: %s: %w", pc.URL, err)
+		}
+		c, err := fleetclient.New(hc, pc.URL)
+		if err != nil {
+			return nil, fmt.Errorf("PARTITIONS: %s: %w", pc.URL, err)
+		}
+		parts = append(parts, fleetapi.Partition{Name: pc.URL, Clusters: pc.Clusters, API: c})
+	}
+	p, err := fleetapi.NewPartitions(parts, fleetapi.PartitionsOptions{Timeout: cfg.PartitionTimeout, StaleAfter: cfg.View.StaleAfter,
+		HeavySlots: cfg.View.HeavySlots, HeavyQueue: cfg.View.HeavyQueue, HeavyWait: cfg.View.HeavyWait, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("PARTITIONS: %w", err)
+	}
+	log.Info("the service answers over partitions", "partitions", len(parts))
+	return p, nil
 }
 
 // NewView starts the view of the fleets that cfg configures over client:

@@ -30,6 +30,10 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	if h.svc == nil {
+		h.failStatus(w, r, http.StatusNotImplemented, "UNIMPLEMENTED", "", fleetrpc.NoMergedStreams)
+		return
+	}
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		token = id
 	}
