@@ -68,6 +68,10 @@ locals {
     # Every cluster; a partition's function names its own
     # (query_functions).
     VIEW_CLUSTERS = ""
+    # A view of its own; the merged function names the partitions it
+    # answers over (query_merged).
+    PARTITIONS        = ""
+    PARTITION_TIMEOUT = var.query_partition_timeout
     # Read by the Go runtime: collect garbage by the instance's memory
     # rather than by the live heap. A view of 10 000 fleets is some 20 MB
     # live, so at Go's default (GOGC=100) the garbage of the syncs and the
@@ -712,6 +716,67 @@ resource "google_cloud_run_v2_service_iam_member" "query_partition_invoker" {
   name     = google_cloudfunctions2_function.query[each.value[0]].service_config[0].service
   role     = "roles/run.invoker"
   member   = each.value[1]
+}
+
+# With partitions, one more query function answers over all of them as
+# one view (PARTITIONS; fleetapi.Partitions): it holds no view and reads
+# no Firestore, but asks each partition's function, as the query
+# identity, and merges their answers (docs/capacity.md, "Routing").
+resource "google_cloudfunctions2_function" "query_merged" {
+  count    = length(var.query_partitions) > 0 ? 1 : 0
+  project  = var.project_id
+  location = var.region
+  name     = "${var.name_prefix}-query-merged"
+  build_config {
+    runtime         = var.go_runtime
+    entry_point     = "QueryFleets"
+    service_account = google_service_account.build.id
+    source {
+      storage_source {
+        bucket = google_storage_bucket.source.name
+        object = google_storage_bucket_object.source.name
+      }
+    }
+  }
+  service_config {
+    service_account_email            = google_service_account.query.email
+    ingress_settings                 = "ALLOW_ALL"
+    all_traffic_on_latest_revision   = true
+    available_cpu                    = "1"
+    available_memory                 = local.query_memory
+    timeout_seconds                  = var.query_timeout_seconds
+    min_instance_count               = var.query_min_instances
+    max_instance_count               = var.query_max_instances
+    max_instance_request_concurrency = var.query_concurrency
+    environment_variables = merge(local.query_env, {
+      # No view of its own: neither a partition's clusters nor the feed.
+      VIEW_CLUSTERS = ""
+      CHANGE_TOPIC  = ""
+      PARTITIONS = join("; ", [for k in sort(keys(var.query_partitions)) :
+      "${join(",", var.query_partitions[k])}=${google_cloudfunctions2_function.query[k].service_config[0].uri}"])
+    })
+  }
+  depends_on = [time_sleep.services, time_sleep.build_roles]
+}
+
+# The merged function calls each partition as the query identity.
+resource "google_cloud_run_v2_service_iam_member" "query_partition_merger" {
+  for_each = length(google_cloudfunctions2_function.query_merged) > 0 ? toset(keys(var.query_partitions)) : toset([])
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.query[each.value].service_config[0].service
+  role     = "roles/run.invoker"
+  member   = google_service_account.query.member
+}
+
+# Who may call the query function may call the merged one.
+resource "google_cloud_run_v2_service_iam_member" "query_merged_invoker" {
+  for_each = length(google_cloudfunctions2_function.query_merged) > 0 ? toset(concat(var.query_invokers, var.readers)) : toset([])
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.query_merged[0].service_config[0].service
+  role     = "roles/run.invoker"
+  member   = each.value
 }
 
 # Only the push subscription's account may invoke the ingest function.

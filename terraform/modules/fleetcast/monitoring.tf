@@ -29,7 +29,10 @@ locals {
   # Cloud Run's count of the query side's answers, and Pub/Sub's of its
   # pushes into the ingest function.
   query_request_count = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}\""
-  ingest_pushes       = "metric.type=\"pubsub.googleapis.com/subscription/push_request_count\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=starts_with(\"${var.name_prefix}-ingest-\")"
+  # Every query service: the function (or the Cloud Run service), each
+  # partition's (NAME_PREFIX-query-KEY) and the merged one.
+  query_services_request_count = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=starts_with(\"${local.query_name}\")"
+  ingest_pushes                = "metric.type=\"pubsub.googleapis.com/subscription/push_request_count\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=starts_with(\"${var.name_prefix}-ingest-\")"
   # Cloud Monitoring counts an absence in whole minutes, at least two.
   stale_after_seconds = tonumber(trimsuffix(trimsuffix(var.stale_after, "s"), "m")) * (endswith(var.stale_after, "m") ? 60 : 1)
   stale_alert_after   = "${max(120, ceil(local.stale_after_seconds / 60) * 60)}s"
@@ -335,11 +338,13 @@ resource "google_monitoring_alert_policy" "query_errors" {
   combiner              = "OR"
   severity              = "ERROR"
   notification_channels = var.notification_channels
+  # Each query service on its own (the function, each partition's, the
+  # merged one): a partition failing is not diluted by the others.
   conditions {
-    display_name = "5xx answers of ${local.query_name}"
+    display_name = "5xx answers of a ${local.query_name} service"
     condition_threshold {
-      filter             = "${local.query_request_count} AND metric.labels.response_code_class=\"5xx\""
-      denominator_filter = local.query_request_count
+      filter             = "${local.query_services_request_count} AND metric.labels.response_code_class=\"5xx\""
+      denominator_filter = local.query_services_request_count
       comparison         = "COMPARISON_GT"
       threshold_value    = var.alert_query_5xx_ratio
       duration           = "300s"
@@ -347,11 +352,13 @@ resource "google_monitoring_alert_policy" "query_errors" {
         alignment_period     = "300s"
         per_series_aligner   = "ALIGN_RATE"
         cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["resource.labels.service_name"]
       }
       denominator_aggregations {
         alignment_period     = "300s"
         per_series_aligner   = "ALIGN_RATE"
         cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["resource.labels.service_name"]
       }
     }
   }

@@ -18,6 +18,11 @@ output "query_partition_urls" {
   value       = { for k, f in google_cloudfunctions2_function.query : k => f.service_config[0].uri if k != "all" }
 }
 
+output "query_merged_url" {
+  description = "Base URL of the query function that answers over every partition (query_partitions) as one view, PARTITIONS: lists, clusters, label values and placements of every cluster; streams and metrics stay each partition's. Null without partitions."
+  value       = length(google_cloudfunctions2_function.query_merged) > 0 ? google_cloudfunctions2_function.query_merged[0].service_config[0].uri : null
+}
+
 output "query_mtls_address" {
   description = "The mutual TLS load balancer's IP address, for the DNS records of query_mtls.domains (null without it); its Google-managed certificate is issued once they point there."
   value       = local.mtls ? google_compute_global_address.query[0].address : null

@@ -406,6 +406,16 @@ variable "query_partitions" {
   }
 }
 
+variable "query_partition_timeout" {
+  type        = string
+  default     = "2s"
+  description = "With query_partitions: how long the merged query function (query_merged_url) waits for each partition before answering without that partition's clusters, which it names unavailable (PARTITION_TIMEOUT)."
+  validation {
+    condition     = can(regex("^[1-9][0-9]*(ms|s)$", var.query_partition_timeout))
+    error_message = "query_partition_timeout: a duration in ms or s, such as 2s."
+  }
+}
+
 variable "query_feed_max_bytes" {
   type        = string
   description = "The replaced fleet states one query instance keeps for resuming streams (FEED_MAX_BYTES, a quantity such as 32Mi); a stream further behind restarts."

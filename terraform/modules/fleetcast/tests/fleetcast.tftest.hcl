@@ -831,12 +831,28 @@ run "each_partition_is_a_query_function_of_its_clusters" {
     condition     = length(google_cloud_run_v2_service_iam_member.query_partition_invoker) == 2 && alltrue([for m in google_cloud_run_v2_service_iam_member.query_partition_invoker : m.member == "serviceAccount:matchmaker@studio-fleets.iam.gserviceaccount.com" && m.role == "roles/run.invoker"])
     error_message = "who may call the query function may call each partition"
   }
+  assert {
+    condition     = google_cloudfunctions2_function.query_merged[0].name == "fleetcast-query-merged" && google_cloudfunctions2_function.query_merged[0].build_config[0].entry_point == "QueryFleets" && google_cloudfunctions2_function.query_merged[0].service_config[0].environment_variables["PARTITIONS"] == "ps5-us=${google_cloudfunctions2_function.query["consoles"].service_config[0].uri}; pc-eu=${google_cloudfunctions2_function.query["pc"].service_config[0].uri}"
+    error_message = "the merged function answers over every partition, each by its clusters and URL (PARTITIONS)"
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.query_merged[0].service_config[0].environment_variables["VIEW_CLUSTERS"] == "" && google_cloudfunctions2_function.query_merged[0].service_config[0].environment_variables["CHANGE_TOPIC"] == "" && google_cloudfunctions2_function.query_merged[0].service_config[0].environment_variables["PARTITION_TIMEOUT"] == "2s"
+    error_message = "the merged function holds no view (the query function refuses PARTITIONS beside VIEW_CLUSTERS or CHANGE_TOPIC)"
+  }
+  assert {
+    condition     = length(google_cloud_run_v2_service_iam_member.query_partition_merger) == 2 && alltrue([for m in google_cloud_run_v2_service_iam_member.query_partition_merger : m.member == "serviceAccount:fleetcast-query@studio-fleets.iam.gserviceaccount.com" && m.role == "roles/run.invoker"])
+    error_message = "the merged function calls each partition as the query identity"
+  }
+  assert {
+    condition     = length(google_cloud_run_v2_service_iam_member.query_merged_invoker) == 1 && output.query_merged_url == google_cloudfunctions2_function.query_merged[0].service_config[0].uri
+    error_message = "who may call the query function may call the merged one, at query_merged_url"
+  }
 }
 
 run "no_partitions_no_partition_index" {
   command = plan
   assert {
-    condition     = length(google_firestore_index.fleet_feed_by_cluster) == 0 && keys(google_cloudfunctions2_function.query) == ["all"]
+    condition     = length(google_firestore_index.fleet_feed_by_cluster) == 0 && keys(google_cloudfunctions2_function.query) == ["all"] && length(google_cloudfunctions2_function.query_merged) == 0 && output.query_merged_url == null
     error_message = "an index costs every write an entry: none that no query uses"
   }
 }
