@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/fleetcast/fleetcast/fleet"
 )
 
@@ -46,6 +48,9 @@ type PartitionsOptions struct {
 	HeavySlots int
 	HeavyQueue int
 	HeavyWait  time.Duration
+	// MaxWatches bounds the merged watches served at once, each a stream
+	// of every partition (DefaultMaxWatches).
+	MaxWatches int
 	// Log receives the partitions that did not answer; none when nil.
 	Log *slog.Logger
 }
@@ -69,6 +74,7 @@ type Partitions struct {
 	byCluster map[string]int
 	opts      PartitionsOptions
 	admit     *admission
+	watches   *semaphore.Weighted
 	// last holds each partition's clusters as it last listed them, to
 	// describe them (stale) while it does not answer.
 	last []atomic.Pointer[[]Cluster]
@@ -88,7 +94,10 @@ func NewPartitions(parts []Partition, opts PartitionsOptions) (*Partitions, erro
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = DefaultStaleAfter
 	}
-	p := &Partitions{byCluster: map[string]int{}, opts: opts, last: make([]atomic.Pointer[[]Cluster], len(parts)),
+	if opts.MaxWatches <= 0 {
+		opts.MaxWatches = DefaultMaxWatches
+	}
+	p := &Partitions{byCluster: map[string]int{}, opts: opts, last: make([]atomic.Pointer[[]Cluster], len(parts)), watches: semaphore.NewWeighted(int64(opts.MaxWatches)),
 		admit: newAdmission(Options{HeavySlots: opts.HeavySlots, HeavyQueue: opts.HeavyQueue, HeavyWait: opts.HeavyWait})}
 	for i, part := range parts {
 		if part.API == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,12 +39,59 @@ func (w wire) Place(ctx context.Context, req PlaceRequest) (Placements, error) {
 	return w.API.Place(ctx, parsed)
 }
 
+func (w wire) Watch(ctx context.Context, q Query, token string, send func(Event) error) error {
+	v := q.Values()
+	v.Del("orderBy")
+	v.Del("pageSize")
+	parsed, _, err := ParseWatch(v)
+	if err != nil {
+		return err
+	}
+	return w.API.(Watcher).Watch(ctx, parsed, token, send)
+}
+
 // faulty is a partition that can be down (every call fails Unavailable)
-// or hung (every call waits for its context).
+// or hung (every call waits for its context); kill takes it down and
+// breaks its open streams.
 type faulty struct {
 	API
 	down, hung atomic.Bool
 	calls      atomic.Int64
+	mu         sync.Mutex
+	streams    map[*context.CancelFunc]bool
+}
+
+func (f *faulty) kill() {
+	f.down.Store(true)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for cancel := range f.streams {
+		(*cancel)()
+	}
+}
+
+func (f *faulty) Watch(ctx context.Context, q Query, token string, send func(Event) error) error {
+	if err := f.fault(ctx); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f.mu.Lock()
+	if f.streams == nil {
+		f.streams = map[*context.CancelFunc]bool{}
+	}
+	f.streams[&cancel] = true
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.streams, &cancel)
+		f.mu.Unlock()
+	}()
+	err := f.API.(Watcher).Watch(sctx, q, token, send)
+	if sctx.Err() != nil && ctx.Err() == nil {
+		return &Error{Code: Unavailable, Message: "the stream broke"}
+	}
+	return err
 }
 
 func (f *faulty) fault(ctx context.Context) error {
@@ -306,4 +354,156 @@ func TestPartitionsPlaceAsOneView(t *testing.T) {
 		assert.InDelta(t, draws*share, float64(first[id]), 5*sd, "%s: weight %v of %v", id, wt, total)
 	}
 	assert.Len(t, first, len(weights), "only eligible fleets come first")
+}
+
+// follower is a client of a watch: the fleets it holds and the clusters
+// as it last heard of them, applying each event as a client does.
+type follower struct {
+	mu       sync.Mutex
+	fleets   map[string]Fleet
+	clusters map[string]Cluster
+	synced   int
+	restarts int
+	token    string
+}
+
+func (f *follower) send(e Event) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e.Kind != Heartbeat {
+		f.token = e.ResumeToken
+	}
+	switch e.Kind {
+	case Added, Modified:
+		f.fleets[fleetID(e.Fleet)] = e.Fleet
+	case Removed:
+		delete(f.fleets, fleetID(e.Fleet))
+	case ClusterChanged:
+		f.clusters[e.Cluster.Cluster] = e.Cluster
+	case Synced:
+		f.synced++
+	case Restart:
+		f.restarts++
+		clear(f.fleets)
+	}
+	return nil
+}
+
+// holds returns the fleets it holds, by ID, with their ready replicas.
+func (f *follower) holds() map[string]int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int64{}
+	for id, fl := range f.fleets {
+		out[id] = fl.ReadyReplicas
+	}
+	return out
+}
+
+func (f *follower) stale(cluster string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.clusters[cluster]
+	return ok && c.Stale
+}
+
+// TestAMergedWatchSurvivesAPartitionKilledMidStream: a watch of every
+// fleet over two partitions holds, once synced, what one view lists, and
+// follows changes in both. Partition b is killed mid-stream (its stream
+// broken, every call refused): b's clusters are sent stale at once, and
+// a's changes keep flowing while b is retried. Changes made to b's fleets
+// while it is down arrive once it is back, its clusters fresh again; the
+// watch never restarts. A watch resumed with the last token gets the
+// changes made meanwhile, without a restart.
+func TestAMergedWatchSurvivesAPartitionKilledMidStream(t *testing.T) {
+	w := newWorld(t)
+	for _, c := range []string{"pc", "ps5", "xbox"} {
+		w.Heartbeat(c, 0)
+		for i := range 5 {
+			w.Put(running(doc(c, "games", fmt.Sprint("f", i), map[string]string{"platform": c}, 4, nil)))
+		}
+	}
+	opts := func(clusters ...string) Options {
+		return Options{Clusters: clusters, WatchPoll: 5 * time.Millisecond, MaxStaleness: -1, ClusterRefresh: -1, StaleAfter: time.Hour, Now: w.Clock.Now}
+	}
+	one := NewService(w.Mem, opts())
+	a := &faulty{API: wire{NewService(w.Mem, opts("pc", "ps5"))}}
+	b := &faulty{API: wire{NewService(w.Mem, opts("xbox"))}}
+	all, err := NewPartitions([]Partition{{Name: "a", Clusters: []string{"pc", "ps5"}, API: a}, {Name: "b", Clusters: []string{"xbox"}, API: b}},
+		PartitionsOptions{Timeout: time.Second})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	single := func() map[string]int64 {
+		l, err := AllFleets(t.Context(), one, Query{})
+		require.NoError(t, err)
+		out := map[string]int64{}
+		for _, f := range l {
+			out[fleetID(f)] = f.ReadyReplicas
+		}
+		return out
+	}
+	watch := func(ctx context.Context, f *follower, token string) chan error {
+		ended := make(chan error, 1)
+		go func() { ended <- all.Watch(ctx, Query{}, token, f.send) }()
+		return ended
+	}
+	converges := func(f *follower, why string) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Equal(c, single(), f.holds())
+		}, 20*time.Second, 10*time.Millisecond, why)
+	}
+	f := &follower{fleets: map[string]Fleet{}, clusters: map[string]Cluster{}}
+	ended := watch(ctx, f, "")
+	require.Eventually(t, func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.synced == 1 }, 20*time.Second, 10*time.Millisecond)
+	require.Len(t, f.holds(), 15, "the whole set before Synced")
+	converges(f, "the initial set is one view's")
+
+	w.Put(running(doc("pc", "games", "f0", map[string]string{"platform": "pc"}, 7, nil)))
+	w.Put(running(doc("xbox", "games", "f9", map[string]string{"platform": "xbox"}, 2, nil)))
+	converges(f, "changes in both partitions")
+
+	b.kill()
+	require.Eventually(t, func() bool { return f.stale("xbox") }, 20*time.Second, 10*time.Millisecond, "the dead partition's cluster is sent stale")
+	assert.False(t, f.stale("pc"))
+	w.Put(running(doc("ps5", "games", "f1", map[string]string{"platform": "ps5"}, 9, nil)))
+	w.Remove("pc", "games", "f4")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		h := f.holds()
+		assert.EqualValues(c, 9, h[fleet.Key{Cluster: "ps5", Namespace: "games", Name: "f1"}.DocID()])
+		assert.NotContains(c, h, fleet.Key{Cluster: "pc", Namespace: "games", Name: "f4"}.DocID())
+	}, 20*time.Second, 10*time.Millisecond, "the live partition's changes keep flowing")
+	w.Put(running(doc("xbox", "games", "f0", map[string]string{"platform": "xbox"}, 1, nil)))
+	w.Remove("xbox", "games", "f3")
+
+	b.down.Store(false)
+	converges(f, "what changed in the dead partition arrives once it is back")
+	require.Eventually(t, func() bool { return !f.stale("xbox") }, 20*time.Second, 10*time.Millisecond, "its cluster fresh again")
+	f.mu.Lock()
+	assert.Zero(t, f.restarts, "no restart: partition b resumed its own stream")
+	token := f.token
+	f.mu.Unlock()
+
+	// Resumed with the last token, after a change.
+	cancel()
+	require.NoError(t, <-ended)
+	w.Put(running(doc("xbox", "games", "f1", map[string]string{"platform": "xbox"}, 3, nil)))
+	resumed := &follower{fleets: f.fleets, clusters: map[string]Cluster{}}
+	ctx2, cancel2 := context.WithCancel(t.Context())
+	defer cancel2()
+	ended = watch(ctx2, resumed, token)
+	converges(resumed, "a resumed watch gets what changed meanwhile")
+	require.Eventually(t, func() bool { resumed.mu.Lock(); defer resumed.mu.Unlock(); return resumed.synced == 1 }, 20*time.Second, 10*time.Millisecond)
+	assert.Zero(t, resumed.restarts)
+	cancel2()
+	require.NoError(t, <-ended)
+
+	_, err = all.ListFleets(t.Context(), Query{})
+	require.NoError(t, err)
+	err = all.Watch(t.Context(), Query{}, "not-a-token", func(Event) error { return nil })
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, "resumeToken", e.Param)
 }

@@ -332,3 +332,36 @@ var httpCode = map[int]fleetapi.Code{
 	http.StatusServiceUnavailable: fleetapi.Unavailable,
 	http.StatusGatewayTimeout:     fleetapi.Unavailable,
 }
+
+var _ fleetapi.Watcher = (*Client)(nil)
+
+// Watch follows the service's WatchFleets stream of q from resumeToken,
+// handing send each event, until ctx ends (nil), send fails (its error),
+// or the stream ends: nil when the server ended it (at its deadline:
+// resume with the last event's token), else its error (ErrorOf). Events
+// of a newer server that this version does not know are skipped.
+func (c *Client) Watch(ctx context.Context, q fleetapi.Query, resumeToken string, send func(fleetapi.Event) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := c.rpc.WatchFleets(ctx, connect.NewRequest(&fleetcastv1.WatchFleetsRequest{Filter: fleetpb.Filter(q), ResumeToken: resumeToken}))
+	if err != nil {
+		return ErrorOf(err)
+	}
+	defer st.Close()
+	for st.Receive() {
+		e, ok := fleetpb.FromEvent(st.Msg())
+		if !ok {
+			continue
+		}
+		if err := send(e); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err := st.Err(); err != nil {
+		return ErrorOf(err)
+	}
+	return nil
+}

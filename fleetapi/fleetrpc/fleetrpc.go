@@ -226,11 +226,6 @@ func Procedures() []string {
 	return out
 }
 
-// NoMergedStreams is why a service over partitions serves no stream yet:
-// each partition serves its clusters' streams.
-const NoMergedStreams = "this query service answers over partitions (PARTITIONS), and serves no stream of them yet: " +
-	"watch each partition's query service for its clusters"
-
 // CompressMinBytes is the smallest answer message the handler compresses
 // when the client accepts it: a stream's events are a few hundred bytes,
 // which gzip hardly shrinks, while each compression costs a compressor's

@@ -18,17 +18,11 @@ import (
 )
 
 // Backend is what InformationService answers from: a Service (one view)
-// or Partitions (every partition's, merged). A Backend that is also a
-// Watcher serves WatchFleets.
+// or Partitions (every partition's, merged).
 type Backend interface {
 	fleetapi.API
+	fleetapi.Watcher
 	Admit(ctx context.Context) (release func(), err error)
-}
-
-// Watcher streams the fleets matching a query, then their changes
-// (fleetapi.Service.Watch).
-type Watcher interface {
-	Watch(ctx context.Context, q fleetapi.Query, resumeToken string, send func(fleetapi.Event) error) error
 }
 
 // information implements InformationService over the read model.
@@ -155,14 +149,10 @@ func (s *information) WatchFleets(ctx context.Context, req *connect.Request[flee
 	if err != nil {
 		return s.fail(ctx, req.Spec().Procedure, err)
 	}
-	watcher, ok := s.svc.(Watcher)
-	if !ok {
-		return connect.NewError(connect.CodeUnimplemented, errors.New(NoMergedStreams))
-	}
 	ctx, stop := StreamContext(ctx)
 	defer stop()
 	s.streams.Arm(ctx)
-	err = watcher.Watch(ctx, q, token, func(e fleetapi.Event) error {
+	err = s.svc.Watch(ctx, q, token, func(e fleetapi.Event) error {
 		return stream.Send(fleetpb.Event(e))
 	})
 	switch {

@@ -1,6 +1,8 @@
 package query_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -11,9 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/fleetclient"
@@ -52,8 +52,8 @@ func getJSON(t *testing.T, url string, v any) {
 // Inform (Connect, and plain gRPC with grpc-go) as the single view of the
 // same store does, and /v1/placements from every partition. When one
 // partition's service goes away, the answers still come, its cluster
-// listed stale and named unavailable. It serves no stream and no
-// metrics, and says why.
+// listed stale and named unavailable. Its streams (gRPC, server-sent
+// events) merge the partitions'; it serves no metrics, and says why.
 func TestAServiceOverPartitionsAnswersAsOneView(t *testing.T) {
 	whole, mem, _ := serverOf(t, func(*fleetapi.Options) {})
 	log := logging.New(t.Output(), logging.LevelWarning)
@@ -121,23 +121,52 @@ func TestAServiceOverPartitionsAnswersAsOneView(t *testing.T) {
 	conn, err := grpc.NewClient(strings.TrimPrefix(front.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer conn.Close()
-	resp, err := fleetcastv1.NewInformationServiceClient(conn).Inform(t.Context(), &fleetcastv1.InformRequest{PageSize: 100})
+	iresp, err := fleetcastv1.NewInformationServiceClient(conn).Inform(t.Context(), &fleetcastv1.InformRequest{PageSize: 100})
 	require.NoError(t, err)
-	assert.Len(t, resp.GetFleetInformation(), 8, "pc's and ps5's; xbox is stale")
-	stream, err := fleetcastv1.NewInformationServiceClient(conn).WatchFleets(t.Context(), &fleetcastv1.WatchFleetsRequest{})
+	assert.Len(t, iresp.GetFleetInformation(), 8, "pc's and ps5's; xbox is stale")
+	var resp *http.Response
+	// The merged stream over gRPC: every fresh fleet, then Synced.
+	sctx, stop := context.WithCancel(t.Context())
+	stream, err := fleetcastv1.NewInformationServiceClient(conn).WatchFleets(sctx, &fleetcastv1.WatchFleetsRequest{})
 	require.NoError(t, err)
-	_, err = stream.Recv()
-	assert.Equal(t, codes.Unimplemented, status.Code(err), "%v", err)
-
-	for path, code := range map[string]int{"/v1/watch": http.StatusNotImplemented, "/metrics": http.StatusNotFound} {
-		resp, err := testhttp.Client.Get(front.URL + path)
+	added := 0
+	for {
+		m, err := stream.Recv()
 		require.NoError(t, err)
-		var e struct{ Error struct{ Message string } }
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
-		resp.Body.Close()
-		assert.Equal(t, code, resp.StatusCode, path)
-		assert.Contains(t, e.Error.Message, "over partitions (PARTITIONS)", path)
+		if m.GetSynced() != nil {
+			assert.EqualValues(t, 8, m.GetSynced().GetFleetCount())
+			break
+		}
+		if m.GetFleet() != nil {
+			added++
+		}
 	}
+	assert.Equal(t, 8, added)
+	stop()
+	// And as server-sent events, as the dashboard follows it.
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, front.URL+"/v1/watch?cluster=xbox&includeStale=true", nil)
+	require.NoError(t, err)
+	resp, err = testhttp.Client.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	sse := bufio.NewScanner(resp.Body)
+	fleets := 0
+	for sse.Scan() && !strings.HasPrefix(sse.Text(), "event: synced") {
+		if sse.Text() == "event: added" {
+			fleets++
+		}
+	}
+	resp.Body.Close()
+	assert.Equal(t, 4, fleets, "xbox's, stale")
+
+	mresp, err := testhttp.Client.Get(front.URL + "/metrics")
+	require.NoError(t, err)
+	var e struct{ Error struct{ Message string } }
+	require.NoError(t, json.NewDecoder(mresp.Body).Decode(&e))
+	mresp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, mresp.StatusCode)
+	assert.Contains(t, e.Error.Message, "over partitions (PARTITIONS)")
 
 	// Partition b goes away: xbox is stale and unavailable.
 	b.Close()

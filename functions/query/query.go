@@ -88,10 +88,10 @@ func NewHandler(svc *fleetapi.Service, log *slog.Logger, opts ...HandlerOption) 
 
 // NewPartitionsHandler returns the API answering over every partition of
 // a deployment as one view (fleetapi.Partitions; PARTITIONS): its lists,
-// placements, label values and clusters, by REST, Connect, gRPC and the
-// CLI. Its answers carry no ETag (each is merged afresh), it serves no
-// /metrics (each partition serves its clusters') and no stream yet
-// (fleetrpc.NoMergedStreams).
+// placements, label values, clusters and streams, by REST, Connect, gRPC,
+// server-sent events, the dashboard and the CLI. Its answers carry no
+// ETag (each is merged afresh), and it serves no /metrics (each partition
+// serves its clusters').
 func NewPartitionsHandler(p *fleetapi.Partitions, log *slog.Logger, opts ...HandlerOption) *Handler {
 	return newHandler(nil, p, log, opts...)
 }
@@ -699,7 +699,7 @@ func NewPartitions(ctx context.Context, cfg Config, auth fleetclient.Auth, log *
 		parts = append(parts, fleetapi.Partition{Name: pc.URL, Clusters: pc.Clusters, API: c})
 	}
 	p, err := fleetapi.NewPartitions(parts, fleetapi.PartitionsOptions{Timeout: cfg.PartitionTimeout, StaleAfter: cfg.View.StaleAfter,
-		HeavySlots: cfg.View.HeavySlots, HeavyQueue: cfg.View.HeavyQueue, HeavyWait: cfg.View.HeavyWait, Log: log})
+		HeavySlots: cfg.View.HeavySlots, HeavyQueue: cfg.View.HeavyQueue, HeavyWait: cfg.View.HeavyWait, MaxWatches: cfg.View.MaxWatches, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("PARTITIONS: %w", err)
 	}

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,10 +29,6 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	q, token, err := fleetapi.ParseWatch(r.URL.Query())
 	if err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if h.svc == nil {
-		h.failStatus(w, r, http.StatusNotImplemented, "UNIMPLEMENTED", "", fleetrpc.NoMergedStreams)
 		return
 	}
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
@@ -65,7 +62,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	}()
 	// A step's events are written, then flushed once: a large initial set
 	// goes out in a few writes, not one per fleet.
-	err = h.svc.WatchSteps(ctx, q, token, func(events []fleetapi.Event) error {
+	err = h.watchSteps(ctx, q, token, func(events []fleetapi.Event) error {
 		if !started {
 			hd := w.Header()
 			hd.Set("Content-Type", "text/event-stream")
@@ -127,4 +124,17 @@ func writeEvent(w io.Writer, id, kind string, data any) error {
 	}
 	_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", kind, b)
 	return err
+}
+
+// watchSteps is the view's WatchSteps; over partitions, their merged
+// Watch, an event a step.
+func (h *Handler) watchSteps(ctx context.Context, q fleetapi.Query, token string, send func([]fleetapi.Event) error) error {
+	if h.svc != nil {
+		return h.svc.WatchSteps(ctx, q, token, send)
+	}
+	step := make([]fleetapi.Event, 1)
+	return h.api.Watch(ctx, q, token, func(e fleetapi.Event) error {
+		step[0] = e
+		return send(step)
+	})
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleetcast/fleetcast/fleet"
 	"github.com/fleetcast/fleetcast/fleetapi"
+	"github.com/fleetcast/fleetcast/fleetclient"
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/internal/testenv/browsertest"
 	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
@@ -345,4 +346,65 @@ func TestDashboardDrawsTheFirstPageBeforeTheWholeSet(t *testing.T) {
 	assert.False(t, browsertest.Eval[bool](t, b, `document.getElementById("next").disabled`))
 	assert.Equal(t, 1.0, browsertest.Eval[float64](t, b, `performance.getEntriesByName("fleetcast:whole-set").length`))
 	assert.Empty(t, b.Errors(), "the page reported errors")
+}
+
+// TestDashboardOverPartitions: the dashboard served by a query service
+// over two partitions (pc; xbox) of the world's store shows both
+// partitions' fleets live. While partition xbox is down (its stream
+// broken, its requests refused), the page stays live, marks xbox stale
+// and keeps showing pc's changes; once xbox is back, what changed there
+// meanwhile shows and xbox is fresh again.
+func TestDashboardOverPartitions(t *testing.T) {
+	w := newWorld(t)
+	log := logging.New(io.Discard, logging.LevelWarning)
+	var xboxDown atomic.Bool
+	partition := func(down *atomic.Bool, clusters ...string) *httptest.Server {
+		svc := fleetapi.NewService(fleetapitest.Listening{Memory: w.mem}, fleetapi.Options{
+			WatchPoll: 20 * time.Millisecond, StaleAfter: time.Minute, Heartbeat: time.Second, Clusters: clusters,
+		})
+		h := query.NewHandler(svc, log)
+		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if down != nil && down.Load() {
+				http.Error(rw, `{"error":{"code":503,"status":"UNAVAILABLE","message":"down for the test"}}`, http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(rw, r)
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	pc, xbox := partition(nil, "pc"), partition(&xboxDown, "xbox")
+	cfg, err := query.ConfigFromEnv(func(k string) string {
+		return map[string]string{"PARTITIONS": "pc=" + pc.URL + "; xbox=" + xbox.URL, "PARTITION_TIMEOUT": "1s"}[k]
+	})
+	require.NoError(t, err)
+	p, err := query.NewPartitions(t.Context(), cfg, fleetclient.Auth{}, log)
+	require.NoError(t, err)
+	front := httptest.NewServer(query.NewPartitionsHandler(p, log))
+	t.Cleanup(front.Close)
+
+	w.heartbeat("pc", 1, 0)
+	w.heartbeat("xbox", 1, 0)
+	w.put("pc", "ranked", "1.42", 3)
+	w.put("xbox", "ranked", "1.42", 4)
+	b := browsertest.Start(t, 1400, 1000)
+	b.Do(t, chromedp.Navigate(front.URL+"/"))
+	b.WaitFor(t, "both partitions' fleets", `document.body.dataset.synced === "true" && document.querySelectorAll("#fleets tbody tr").length === 2`)
+	b.WaitFor(t, "live", `document.getElementById("conn").dataset.state === "live"`)
+
+	xboxDown.Store(true)
+	xbox.CloseClientConnections()
+	b.WaitFor(t, "xbox stale", `document.querySelector('#clusters tr[data-cluster="xbox"]')?.dataset.stale === "true"`)
+	w.put("pc", "ranked", "1.42", 8)
+	b.WaitFor(t, "pc's change shows meanwhile", rowText("pc/games/ranked", "ready")+` === "8"`)
+	assert.Equal(t, "live", browsertest.Eval[string](t, b, `document.getElementById("conn").dataset.state`), "the merged stream stays up")
+	w.put("xbox", "ranked", "1.42", 1) // while xbox cannot be heard
+	xboxDown.Store(false)
+	b.WaitFor(t, "xbox's change once it is back", rowText("xbox/games/ranked", "ready")+` === "1"`)
+	b.WaitFor(t, "xbox fresh again", `document.querySelector('#clusters tr[data-cluster="xbox"]')?.dataset.stale === "false"`)
+	for _, e := range b.Errors() {
+		// The label values asked while xbox was down are answered (its
+		// clusters named unavailable): nothing else may fail.
+		t.Errorf("the page reported an error: %s", e)
+	}
 }

@@ -19,7 +19,7 @@ output "query_partition_urls" {
 }
 
 output "query_merged_url" {
-  description = "Base URL of the query function that answers over every partition (query_partitions) as one view, PARTITIONS: lists, clusters, label values and placements of every cluster; streams and metrics stay each partition's. Null without partitions."
+  description = "Base URL of the query function that answers over every partition (query_partitions) as one view, PARTITIONS: lists, clusters, label values, placements and streams of every cluster; metrics stay each partition's. Null without partitions."
   value       = length(google_cloudfunctions2_function.query_merged) > 0 ? google_cloudfunctions2_function.query_merged[0].service_config[0].uri : null
 }
 
