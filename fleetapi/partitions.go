@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/logging"
 )
 
 // Partition is one partition of a deployment too large for one view
@@ -182,10 +183,7 @@ func gather[T any](ctx context.Context, p *Partitions, what string, answers []an
 			return nil, nil, &Error{Code: Unavailable, Message: "the request ended", Err: ctx.Err()}
 		case down(a.err):
 			unavailable = append(unavailable, p.parts[i].Clusters...)
-			if p.opts.Log != nil {
-				p.opts.Log.Warn("a partition did not answer: its clusters are reported unavailable", "partition", p.parts[i].Name,
-					"request", what, "clusters", len(p.parts[i].Clusters), "err", a.err)
-			}
+			p.unanswered(i, what, "its clusters are named unavailable", a.err)
 		case unknownKey(a.err):
 			refusal = cmp.Or(refusal, a.err)
 		default:
@@ -262,9 +260,25 @@ func (p *Partitions) GetFleet(ctx context.Context, k fleet.Key) (Fleet, error) {
 	defer cancel()
 	f, err := p.parts[i].API.GetFleet(pctx, k)
 	if err != nil && down(err) && ctx.Err() == nil {
+		p.unanswered(i, "fleet", "the fleet is unavailable", err)
 		return Fleet{}, p.unavailable(i, err)
 	}
 	return f, err
+}
+
+// UnansweredMessage is the WARNING line Partitions logs each time a
+// partition does not answer (down, slow, refusing the merging service's
+// identity), with the partition (logging.KeyPartition), the request
+// (logging.KeyRequest), what the answer does about it ("then") and the
+// error. The module's log-based metric partition_unanswered counts these
+// lines, and its alert fires while they go on.
+const UnansweredMessage = "a partition did not answer"
+
+func (p *Partitions) unanswered(i int, request, then string, err error) {
+	if p.opts.Log != nil {
+		p.opts.Log.Warn(UnansweredMessage, logging.KeyPartition, p.parts[i].Name, logging.KeyRequest, request, "then", then,
+			"clusters", strings.Join(p.parts[i].Clusters, ","), logging.KeyError, fmt.Sprint(err))
+	}
 }
 
 func (p *Partitions) unavailable(i int, err error) *Error {
@@ -295,10 +309,7 @@ func (p *Partitions) ListClusters(ctx context.Context) (ClusterList, error) {
 			lists = append(lists, ClusterList{Items: items})
 			continue
 		}
-		if p.opts.Log != nil {
-			p.opts.Log.Warn("a partition did not answer: its clusters are reported stale", "partition", p.parts[i].Name,
-				"request", "clusters", "err", a.err)
-		}
+		p.unanswered(i, "clusters", "its clusters are listed stale", a.err)
 		lists = append(lists, ClusterList{Items: p.lastClusters(i)})
 	}
 	return MergeClusters(lists), nil
@@ -342,6 +353,7 @@ func (p *Partitions) GetCluster(ctx context.Context, name string) (Cluster, erro
 	if err == nil || !down(err) || ctx.Err() != nil {
 		return c, err
 	}
+	p.unanswered(i, "cluster", "the cluster is shown stale", err)
 	if l := p.last[i].Load(); l != nil {
 		for _, c := range *l {
 			if c.Cluster == name {

@@ -325,8 +325,5 @@ func (p *Partitions) refreshClusters(ctx context.Context, i int, q Query, token 
 }
 
 func (p *Partitions) logDown(i int, err error) {
-	if p.opts.Log != nil {
-		p.opts.Log.Warn("a partition's watch failed: its clusters are sent stale while it is retried", "partition", p.parts[i].Name,
-			"clusters", len(p.parts[i].Clusters), "err", err)
-	}
+	p.unanswered(i, "watch", "its clusters are sent stale while it is retried", err)
 }

@@ -37,6 +37,11 @@ const (
 	KeyReasonCode = "reasonCode"
 	// KeyDropped counts the messages an instance dropped so far.
 	KeyDropped = "droppedTotal"
+	// KeyPartition names a query partition (its URL) and KeyRequest what
+	// it was asked (fleets, fleet, clusters, cluster, labels,
+	// placements, watch).
+	KeyPartition = "partition"
+	KeyRequest   = "request"
 )
 
 // LevelWarning is slog's Warn, named as Cloud Logging names it.

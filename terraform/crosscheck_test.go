@@ -260,14 +260,16 @@ func TestEnvironmentVariablesAreTheOnesTheCodeReads(t *testing.T) {
 	}
 	// The query service (cmd/fleetcast-query) reads the function's
 	// variables; PORT is Cloud Run's, from the container port.
-	svc := resources(body, "google_cloud_run_v2_service")["query"]
-	require.NotNil(t, svc)
-	dyn := block(block(block(svc, "template"), "containers"), "dynamic")
-	require.Equal(t, "env", dyn.Labels[0])
-	env := objectKeys(t, body, dyn.Body.Attributes["for_each"].Expr)
-	slices.Sort(env)
-	assert.Equal(t, want["QueryFleets"], env, "google_cloud_run_v2_service.query sets exactly what QueryFleets reads")
-	assert.NotContains(t, env, "PORT", "Cloud Run sets PORT and refuses it among the variables")
+	for _, name := range []string{"query", "query_merged"} {
+		svc := resources(body, "google_cloud_run_v2_service")[name]
+		require.NotNil(t, svc, name)
+		dyn := block(block(block(svc, "template"), "containers"), "dynamic")
+		require.Equal(t, "env", dyn.Labels[0])
+		env := objectKeys(t, body, dyn.Body.Attributes["for_each"].Expr)
+		slices.Sort(env)
+		assert.Equal(t, want["QueryFleets"], env, "google_cloud_run_v2_service.%s sets exactly what QueryFleets reads", name)
+		assert.NotContains(t, env, "PORT", "Cloud Run sets PORT and refuses it among the variables")
+	}
 }
 
 func TestTheTopicValidatesAgainstTheCodesSchema(t *testing.T) {
@@ -393,8 +395,10 @@ func TestTheAPIDocumentNamesWhatTerraformDeploys(t *testing.T) {
 	assert.Equal(t, "local.query_url", url, "query_url is the query side's URL")
 	svc := resources(moduleBody(t), "google_cloud_run_v2_service")["query"]
 	require.NotNil(t, svc)
+	// The query service of every cluster (each.key "all").
 	svcName, diags := svc.Body.Attributes["name"].Expr.Value(&hcl.EvalContext{Variables: map[string]cty.Value{
-		"var": cty.ObjectVal(map[string]cty.Value{"name_prefix": cty.StringVal(prefix)}),
+		"var":  cty.ObjectVal(map[string]cty.Value{"name_prefix": cty.StringVal(prefix)}),
+		"each": cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal("all")}),
 	}})
 	require.False(t, diags.HasErrors(), diags.Error())
 	assert.Equal(t, name.AsString(), svcName.AsString(), "the function and the service have one name, the document's")

@@ -2,7 +2,9 @@ package terraform_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -34,10 +36,13 @@ import (
 	"github.com/fleetcast/fleetcast/allocator"
 	"github.com/fleetcast/fleetcast/firestoredb"
 	"github.com/fleetcast/fleetcast/fleet"
+	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/functions/ingest"
 	"github.com/fleetcast/fleetcast/internal/build/bill"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/fleetapitest"
 	"github.com/fleetcast/fleetcast/internal/testenv/logquery"
+	"github.com/fleetcast/fleetcast/internal/testenv/syncbuf"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -125,6 +130,84 @@ func ingestLogs(t *testing.T) [][]byte {
 	return lines
 }
 
+// unreachable is a partition whose every answer fails, as a function
+// that is down does.
+type unreachable struct{}
+
+func (unreachable) fail() error {
+	return &fleetapi.Error{Code: fleetapi.Unavailable, Message: "the query API", Err: errors.New("503 Service Unavailable")}
+}
+func (u unreachable) ListFleets(context.Context, fleetapi.Query) (fleetapi.FleetList, error) {
+	return fleetapi.FleetList{}, u.fail()
+}
+func (u unreachable) GetFleet(context.Context, fleet.Key) (fleetapi.Fleet, error) {
+	return fleetapi.Fleet{}, u.fail()
+}
+func (u unreachable) ListClusters(context.Context) (fleetapi.ClusterList, error) {
+	return fleetapi.ClusterList{}, u.fail()
+}
+func (u unreachable) GetCluster(context.Context, string) (fleetapi.Cluster, error) {
+	return fleetapi.Cluster{}, u.fail()
+}
+func (u unreachable) LabelValues(context.Context, string, bool) (fleetapi.LabelValues, error) {
+	return fleetapi.LabelValues{}, u.fail()
+}
+func (u unreachable) Place(context.Context, fleetapi.PlaceRequest) (fleetapi.Placements, error) {
+	return fleetapi.Placements{}, u.fail()
+}
+func (u unreachable) Watch(context.Context, fleetapi.Query, string, func(fleetapi.Event) error) error {
+	return u.fail()
+}
+
+// unreachablePartition is the URL of the partition partitionLogs finds
+// down.
+const unreachablePartition = "https://fleetcast-query-xbox-abc-ew.a.run.app"
+
+// partitionLogs are the lines of a service over two partitions, one of
+// them down, asked each thing it answers once: a list, a fleet and a
+// cluster of the partition that is down, the clusters, a label's values,
+// a placement and a watch (which it follows until the partition's
+// clusters are sent stale).
+func partitionLogs(t *testing.T) [][]byte {
+	t.Helper()
+	var buf syncbuf.Buffer
+	log := logging.New(&buf, slog.LevelInfo)
+	mem := fleetapitest.NewMemory(time.Now)
+	mem.PutCluster(fleet.ClusterDocument{Cluster: "pc", Labels: map[string]string{}, SnapshotVersion: fleet.Version{Term: 1, Seq: 1}, SnapshotParts: 1,
+		IngestedAt: time.Now(), HeartbeatAt: time.Now()})
+	p, err := fleetapi.NewPartitions([]fleetapi.Partition{
+		{Name: "https://fleetcast-query-pc-abc-ew.a.run.app", Clusters: []string{"pc"}, API: fleetapi.NewService(mem, fleetapi.Options{Clusters: []string{"pc"}})},
+		{Name: unreachablePartition, Clusters: []string{"xbox"}, API: unreachable{}},
+	}, fleetapi.PartitionsOptions{Log: log})
+	require.NoError(t, err)
+	ctx := t.Context()
+	_, err = p.ListFleets(ctx, fleetapi.Query{})
+	require.NoError(t, err)
+	_, err = p.GetFleet(ctx, fleet.Key{Cluster: "xbox", Namespace: "games", Name: "ranked"})
+	require.Error(t, err)
+	_, err = p.ListClusters(ctx)
+	require.NoError(t, err)
+	_, err = p.GetCluster(ctx, "xbox")
+	require.Error(t, err)
+	_, err = p.LabelValues(ctx, "platform", false)
+	require.NoError(t, err)
+	_, err = p.Place(ctx, fleetapi.PlaceRequest{})
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	stale := func(e fleetapi.Event) error {
+		if e.Kind == fleetapi.ClusterChanged && e.Cluster.Cluster == "xbox" && e.Cluster.Stale {
+			cancel()
+		}
+		return nil
+	}
+	require.NoError(t, p.Watch(wctx, fleetapi.Query{}, "", stale))
+	var lines [][]byte
+	for l := range bytes.Lines([]byte(buf.String())) {
+		lines = append(lines, bytes.TrimSuffix(l, []byte("\n")))
+	}
+	return lines
+}
+
 // cloudRun is the monitored resource of a Cloud Run service's entries.
 func cloudRun(project, service string) map[string]any {
 	return map[string]any{"type": "cloud_run_revision", "labels": map[string]any{
@@ -171,7 +254,7 @@ func TestMonitoring(t *testing.T) {
 		byType[r.Type][r.Name] = r
 	}
 	logMetrics := byType["google_logging_metric"]
-	require.ElementsMatch(t, []string{"ingest_dropped", "ingest_outcome", "ingest_lag", "heartbeats", "query_latency"}, slices.Collect(maps.Keys(logMetrics)))
+	require.ElementsMatch(t, []string{"ingest_dropped", "ingest_outcome", "ingest_lag", "heartbeats", "query_latency", "partition_unanswered"}, slices.Collect(maps.Keys(logMetrics)))
 	project := logMetrics["heartbeats"].Values["project"].(string)
 
 	t.Run("log-based metrics count what the functions log", func(t *testing.T) {
@@ -246,6 +329,28 @@ func TestMonitoring(t *testing.T) {
 			e["resource"] = cloudRun(project, "fleetcast-ingest")
 			assert.False(t, latency.filter.Match(e), "another service's request")
 		}
+	})
+
+	t.Run("partition_unanswered counts the merged query function's unanswered partitions", func(t *testing.T) {
+		m := parseLogMetric(t, logMetrics["partition_unanswered"])
+		counts := map[string]map[string]int{"partition": {}, "request": {}}
+		for _, l := range partitionLogs(t) {
+			e := logquery.FromStructuredLine(l, cloudRun(project, "fleetcast-query-merged"), "projects/"+project+"/logs/run.googleapis.com%2Fstdout")
+			if !m.filter.Match(e) {
+				continue
+			}
+			for label, by := range counts {
+				v, ok := m.labels[label].Extract(e)
+				require.True(t, ok, "%s in %s", label, l)
+				by[v]++
+			}
+			assert.Equal(t, "WARNING", e["severity"])
+			e["resource"] = cloudRun(project, "fleetcast-query-xbox")
+			assert.False(t, m.filter.Match(e), "a partition's own lines are not the merged function's")
+		}
+		assert.Equal(t, map[string]int{unreachablePartition: 8}, counts["partition"], "only the partition that is down")
+		assert.Equal(t, map[string]int{"fleets": 2, "fleet": 1, "clusters": 1, "cluster": 1, "labels": 1, "placements": 1, "watch": 1}, counts["request"],
+			"each request once; the watch first asks a page of one fleet, as one view refuses an unknown counter before its stream")
 	})
 
 	t.Run("the exclusion drops the accepted pushes' request logs, and no metric loses a count", func(t *testing.T) {

@@ -90,21 +90,43 @@ locals {
   # The memory of a query instance, function or service, and the Go
   # runtime's limit within it (GOMEMLIMIT, 90%): query_max_view_bytes may
   # take at most half of the limit.
-  query_memory           = "512Mi"
+  query_memory = "512Mi"
+  # Each partition's Cloud Run service and URL, function or service, and
+  # the merged one's service.
+  query_partition_services = { for k in keys(var.query_partitions) : k => (var.query_mode == "function" ?
+  google_cloudfunctions2_function.query[k].service_config[0].service : google_cloud_run_v2_service.query[k].name) }
+  query_partition_urls = { for k in keys(var.query_partitions) : k => (var.query_mode == "function" ?
+  google_cloudfunctions2_function.query[k].service_config[0].uri : google_cloud_run_v2_service.query[k].uri) }
+  query_merged_service = length(var.query_partitions) == 0 ? null : (var.query_mode == "function" ?
+  google_cloudfunctions2_function.query_merged[0].service_config[0].service : google_cloud_run_v2_service.query_merged[0].name)
+  query_merged_url = length(var.query_partitions) == 0 ? null : (var.query_mode == "function" ?
+  google_cloudfunctions2_function.query_merged[0].service_config[0].uri : google_cloud_run_v2_service.query_merged[0].uri)
+  # The merged function's or service's environment: no view of its own
+  # (neither a partition's clusters nor the feed), each partition by its
+  # clusters and URL.
+  query_merged_env = merge(local.query_env, {
+    VIEW_CLUSTERS        = ""
+    CHANGE_TOPIC         = ""
+    MTLS_VERIFIED_HEADER = ""
+    PARTITIONS = join("; ", [for k in sort(keys(var.query_partitions)) :
+    "${join(",", var.query_partitions[k])}=${local.query_partition_urls[k]}"])
+  })
   query_memory_limit_mib = 460
   # The Cloud Run service that answers queries: the function's, or the
   # query service's (query_mode).
-  query_service = var.query_mode == "function" ? google_cloudfunctions2_function.query["all"].service_config[0].service : google_cloud_run_v2_service.query[0].name
+  query_service = var.query_mode == "function" ? google_cloudfunctions2_function.query["all"].service_config[0].service : google_cloud_run_v2_service.query["all"].name
   mtls          = var.query_mode == "service" && var.query_mtls != null
   # The header in which the mutual TLS load balancer tells the service
   # whether the client's certificate chain verified.
   mtls_verified_header = "X-Client-Cert-Chain-Verified"
   query_url = (local.mtls ? "https://${var.query_mtls.domains[0]}" :
-  var.query_mode == "function" ? google_cloudfunctions2_function.query["all"].service_config[0].uri : google_cloud_run_v2_service.query[0].uri)
+  var.query_mode == "function" ? google_cloudfunctions2_function.query["all"].service_config[0].uri : google_cloud_run_v2_service.query["all"].uri)
   # The query functions: "all" for every cluster, and each partition's,
   # by the clusters their views hold (none named: every cluster).
   query_functions = var.query_mode == "function" ? merge({ all = [] }, var.query_partitions) : {}
-  database        = var.create_firestore_database ? google_firestore_database.this[0].name : var.firestore_database
+  # The query services (query_mode = "service"), likewise.
+  query_services = var.query_mode == "service" ? merge({ all = [] }, var.query_partitions) : {}
+  database       = var.create_firestore_database ? google_firestore_database.this[0].name : var.firestore_database
   # The fleet document's fields no query uses (besides annotations and
   # expireAt, which have resources of their own): google_firestore_field.
   # fleet_unindexed.
@@ -713,7 +735,7 @@ resource "google_cloud_run_v2_service_iam_member" "query_partition_invoker" {
   for_each = { for pair in setproduct(keys(var.query_partitions), concat(var.query_invokers, var.readers)) : "${pair[0]} ${pair[1]}" => pair }
   project  = var.project_id
   location = var.region
-  name     = google_cloudfunctions2_function.query[each.value[0]].service_config[0].service
+  name     = local.query_partition_services[each.value[0]]
   role     = "roles/run.invoker"
   member   = each.value[1]
 }
@@ -723,7 +745,7 @@ resource "google_cloud_run_v2_service_iam_member" "query_partition_invoker" {
 # no Firestore, but asks each partition's function, as the query
 # identity, and merges their answers (docs/capacity.md, "Routing").
 resource "google_cloudfunctions2_function" "query_merged" {
-  count    = length(var.query_partitions) > 0 ? 1 : 0
+  count    = var.query_mode == "function" && length(var.query_partitions) > 0 ? 1 : 0
   project  = var.project_id
   location = var.region
   name     = "${var.name_prefix}-query-merged"
@@ -748,33 +770,28 @@ resource "google_cloudfunctions2_function" "query_merged" {
     min_instance_count               = var.query_min_instances
     max_instance_count               = var.query_max_instances
     max_instance_request_concurrency = var.query_concurrency
-    environment_variables = merge(local.query_env, {
-      # No view of its own: neither a partition's clusters nor the feed.
-      VIEW_CLUSTERS = ""
-      CHANGE_TOPIC  = ""
-      PARTITIONS = join("; ", [for k in sort(keys(var.query_partitions)) :
-      "${join(",", var.query_partitions[k])}=${google_cloudfunctions2_function.query[k].service_config[0].uri}"])
-    })
+    environment_variables            = local.query_merged_env
   }
   depends_on = [time_sleep.services, time_sleep.build_roles]
 }
 
-# The merged function calls each partition as the query identity.
+# The merged query function or service calls each partition as the
+# query identity.
 resource "google_cloud_run_v2_service_iam_member" "query_partition_merger" {
-  for_each = length(google_cloudfunctions2_function.query_merged) > 0 ? toset(keys(var.query_partitions)) : toset([])
+  for_each = toset(keys(var.query_partitions))
   project  = var.project_id
   location = var.region
-  name     = google_cloudfunctions2_function.query[each.value].service_config[0].service
+  name     = local.query_partition_services[each.value]
   role     = "roles/run.invoker"
   member   = google_service_account.query.member
 }
 
 # Who may call the query function may call the merged one.
 resource "google_cloud_run_v2_service_iam_member" "query_merged_invoker" {
-  for_each = length(google_cloudfunctions2_function.query_merged) > 0 ? toset(concat(var.query_invokers, var.readers)) : toset([])
+  for_each = length(var.query_partitions) > 0 ? toset(concat(var.query_invokers, var.readers)) : toset([])
   project  = var.project_id
   location = var.region
-  name     = google_cloudfunctions2_function.query_merged[0].service_config[0].service
+  name     = local.query_merged_service
   role     = "roles/run.invoker"
   member   = each.value
 }
@@ -805,20 +822,25 @@ resource "google_cloud_run_v2_service_iam_member" "query_invoker" {
 # HTTP/2 end to end (the port named h2c), so that native gRPC reaches it
 # beside REST, Connect and gRPC-Web; the function's size, settings and
 # identity.
+#
+# "all" holds every cluster, and each query_partitions key's service that
+# partition's (VIEW_CLUSTERS), as the functions do. Only "all" is behind
+# the mutual TLS load balancer: the partitions take ID tokens, the merged
+# service's (query_merged) and the invokers'.
 resource "google_cloud_run_v2_service" "query" {
-  count                = var.query_mode == "service" ? 1 : 0
+  for_each             = local.query_services
   project              = var.project_id
   location             = var.region
-  name                 = "${var.name_prefix}-query"
+  name                 = each.key == "all" ? "${var.name_prefix}-query" : "${var.name_prefix}-query-${each.key}"
   deletion_protection  = false
-  ingress              = local.mtls ? "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER" : "INGRESS_TRAFFIC_ALL"
-  invoker_iam_disabled = local.mtls
+  ingress              = local.mtls && each.key == "all" ? "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER" : "INGRESS_TRAFFIC_ALL"
+  invoker_iam_disabled = local.mtls && each.key == "all"
   # Behind the load balancer, no run.app URL: Cloud Run's "internal"
   # ingress admits the project's VPC networks (the game clusters' pods
   # among them) through it, with no certificate. What is left is the load
   # balancer, whose verdict on the client's certificate the service checks
   # on every request (MTLS_VERIFIED_HEADER).
-  default_uri_disabled = local.mtls
+  default_uri_disabled = local.mtls && each.key == "all"
   template {
     service_account                  = google_service_account.query.email
     timeout                          = "${var.query_timeout_seconds}s"
@@ -846,7 +868,7 @@ resource "google_cloud_run_v2_service" "query" {
         cpu_idle = !var.query_instance_billing
       }
       dynamic "env" {
-        for_each = local.query_env
+        for_each = merge(local.query_env, { VIEW_CLUSTERS = join(",", each.value), MTLS_VERIFIED_HEADER = each.key == "all" ? local.query_env.MTLS_VERIFIED_HEADER : "" })
         content {
           name  = env.key
           value = env.value
@@ -868,7 +890,55 @@ resource "google_cloud_run_v2_service" "query" {
       }
     }
   }
-  depends_on = [time_sleep.services, google_firestore_index.fleet_feed, google_pubsub_topic_iam_member.changes_subscriber, google_project_iam_member.query_view_feed]
+  depends_on = [time_sleep.services, google_firestore_index.fleet_feed, google_firestore_index.fleet_feed_by_cluster,
+  google_pubsub_topic_iam_member.changes_subscriber, google_project_iam_member.query_view_feed]
+}
+
+# The query service was one resource with count before the partitions.
+moved {
+  from = google_cloud_run_v2_service.query[0]
+  to   = google_cloud_run_v2_service.query["all"]
+}
+
+# With partitions in service mode, the service that answers over all of
+# them as one view (PARTITIONS), as the merged function does: no view, no
+# Firestore, the query identity and the query service's size and billing.
+resource "google_cloud_run_v2_service" "query_merged" {
+  count               = var.query_mode == "service" && length(var.query_partitions) > 0 ? 1 : 0
+  project             = var.project_id
+  location            = var.region
+  name                = "${var.name_prefix}-query-merged"
+  deletion_protection = false
+  ingress             = "INGRESS_TRAFFIC_ALL"
+  template {
+    service_account                  = google_service_account.query.email
+    timeout                          = "${var.query_timeout_seconds}s"
+    max_instance_request_concurrency = var.query_concurrency
+    scaling {
+      min_instance_count = var.query_min_instances
+      max_instance_count = var.query_max_instances
+    }
+    containers {
+      name  = "query"
+      image = var.query_image
+      ports {
+        name           = "h2c"
+        container_port = 8080
+      }
+      resources {
+        limits   = { cpu = "1", memory = local.query_memory }
+        cpu_idle = !var.query_instance_billing
+      }
+      dynamic "env" {
+        for_each = local.query_merged_env
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+    }
+  }
+  depends_on = [time_sleep.services]
 }
 
 # The sidecar writes the series as the query service's identity.
@@ -955,7 +1025,7 @@ resource "google_compute_region_network_endpoint_group" "query" {
   name                  = "${var.name_prefix}-query"
   network_endpoint_type = "SERVERLESS"
   cloud_run {
-    service = google_cloud_run_v2_service.query[0].name
+    service = google_cloud_run_v2_service.query["all"].name
   }
   depends_on = [time_sleep.services]
 }

@@ -305,6 +305,66 @@ resource "google_monitoring_alert_policy" "dropped" {
   depends_on = [time_sleep.services]
 }
 
+# The merged query function's lines of a partition that did not answer
+# (fleetapi.UnansweredMessage): it answers without that partition's
+# clusters, with a 200, so no 5xx counts it. Matches nothing without
+# partitions.
+resource "google_logging_metric" "partition_unanswered" {
+  project = var.project_id
+  name    = "${var.name_prefix}/partition_unanswered"
+  filter  = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.query_name}-merged\" AND jsonPayload.message=\"a partition did not answer\""
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "fleetcast: a partition did not answer the merged query function"
+    labels {
+      key         = "partition"
+      description = "The partition's query function URL."
+    }
+    labels {
+      key         = "request"
+      description = "What it was asked: fleets, fleet, clusters, cluster, labels, placements or watch."
+    }
+  }
+  label_extractors = {
+    partition = "EXTRACT(jsonPayload.partition)"
+    request   = "EXTRACT(jsonPayload.request)"
+  }
+  depends_on = [time_sleep.services]
+}
+
+# A partition the merged function cannot reach for 5 minutes: its
+# clusters are stale in every merged answer.
+resource "google_monitoring_alert_policy" "partition_unanswered" {
+  count                 = length(var.query_partitions) > 0 ? 1 : 0
+  project               = var.project_id
+  display_name          = "fleetcast: a query partition does not answer"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  conditions {
+    display_name = "Unanswered requests to a partition, every minute for 5 minutes"
+    condition_threshold {
+      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.partition_unanswered.name}\" AND resource.type=\"cloud_run_revision\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "300s"
+      aggregations {
+        alignment_period     = "60s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.partition"]
+      }
+    }
+  }
+  documentation {
+    content   = "The merged query function answers without a partition's clusters: they are stale in every merged answer. ${local.alert_documentation}"
+    mime_type = "text/markdown"
+  }
+  depends_on = [time_sleep.services]
+}
+
 resource "google_monitoring_alert_policy" "ingest_lag" {
   project               = var.project_id
   display_name          = "fleetcast: ingest lag p99 above ${var.alert_ingest_lag_p99}"
@@ -522,6 +582,7 @@ locals {
     ["Query latency p99, requests (s)", "metric.type=\"${local.user_metric}/${google_logging_metric.query_latency.name}\" AND resource.type=\"cloud_run_revision\"", "ALIGN_DELTA", "REDUCE_PERCENTILE_99", []],
     ["Instances", "metric.type=\"run.googleapis.com/container/instance_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=one_of(\"${local.ingest_name}\", \"${local.query_name}\")", "ALIGN_MAX", "REDUCE_SUM", ["resource.label.service_name"]],
     ["Dead-lettered events waiting", "metric.type=\"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=\"${google_pubsub_subscription.dead_letter.name}\"", "ALIGN_MAX", "REDUCE_SUM", []],
+    ["Partitions not answering the merged query side (/ s)", "metric.type=\"${local.user_metric}/${google_logging_metric.partition_unanswered.name}\" AND resource.type=\"cloud_run_revision\"", "ALIGN_RATE", "REDUCE_SUM", ["metric.label.partition"]],
   ]
 }
 

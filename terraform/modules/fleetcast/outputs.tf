@@ -15,12 +15,12 @@ output "query_url" {
 
 output "query_partition_urls" {
   description = "Base URL of each query partition (query_partitions), whose answers are about its clusters only: a matchmaker asks the partition of its clusters. Empty without partitions."
-  value       = { for k, f in google_cloudfunctions2_function.query : k => f.service_config[0].uri if k != "all" }
+  value       = local.query_partition_urls
 }
 
 output "query_merged_url" {
   description = "Base URL of the query function that answers over every partition (query_partitions) as one view, PARTITIONS: lists, clusters, label values, placements and streams of every cluster; metrics stay each partition's. Null without partitions."
-  value       = length(google_cloudfunctions2_function.query_merged) > 0 ? google_cloudfunctions2_function.query_merged[0].service_config[0].uri : null
+  value       = local.query_merged_url
 }
 
 output "query_mtls_address" {

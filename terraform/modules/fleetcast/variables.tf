@@ -386,11 +386,11 @@ variable "change_feed" {
 
 variable "query_partitions" {
   type        = map(list(string))
-  description = "Partitions of the query side, for a deployment whose fleets do not fit one instance's view (query_max_view_bytes; docs/capacity.md): each key names one more query function, NAME_PREFIX-query-KEY, whose view holds the listed clusters only (VIEW_CLUSTERS, at most 30) and reads only their documents. A matchmaker asks the partition of its clusters (output query_partition_urls); a partition refuses a request about another cluster. The query_url function still answers for every cluster. Empty: no partitions."
+  description = "Partitions of the query side, for a deployment whose fleets do not fit one instance's view (query_max_view_bytes; docs/capacity.md): each key names one more query function (or, with query_mode = service, service), NAME_PREFIX-query-KEY, whose view holds the listed clusters only (VIEW_CLUSTERS, at most 30) and reads only their documents. A matchmaker asks the partition of its clusters (output query_partition_urls), or NAME_PREFIX-query-merged (query_merged_url), which answers over every partition as one view; a partition refuses a request about another cluster. The query_url function or service still answers for every cluster. Empty: no partitions."
   default     = {}
   validation {
-    condition     = alltrue([for k, cs in var.query_partitions : can(regex("^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$", k)) && k != "all" && length(cs) >= 1 && length(cs) <= 30 && length(distinct(cs)) == length(cs)])
-    error_message = "query_partitions: each key must be a lowercase name of at most 20 characters (letters, digits, hyphens) other than all (the query function of every cluster), each partition 1 to 30 distinct clusters (Firestore's limit on an \"in\" filter)."
+    condition     = alltrue([for k, cs in var.query_partitions : can(regex("^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$", k)) && !contains(["all", "merged"], k) && length(cs) >= 1 && length(cs) <= 30 && length(distinct(cs)) == length(cs)])
+    error_message = "query_partitions: each key must be a lowercase name of at most 20 characters (letters, digits, hyphens) other than all (the query function of every cluster) and merged (the one over every partition), each partition 1 to 30 distinct clusters (Firestore's limit on an \"in\" filter)."
   }
   validation {
     condition     = length(flatten(values(var.query_partitions))) == length(distinct(flatten(values(var.query_partitions))))
@@ -399,10 +399,6 @@ variable "query_partitions" {
   validation {
     condition     = alltrue([for c in flatten(values(var.query_partitions)) : contains(keys(var.clusters), c)])
     error_message = "query_partitions names a cluster that is not in clusters."
-  }
-  validation {
-    condition     = length(var.query_partitions) == 0 || var.query_mode == "function"
-    error_message = "query_partitions needs query_mode = function: each partition is a QueryFleets function of its own."
   }
 }
 

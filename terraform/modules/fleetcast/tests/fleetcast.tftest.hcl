@@ -659,19 +659,19 @@ run "the_query_service_speaks_http2_end_to_end" {
     error_message = "query_mode = service replaces the query function by the Cloud Run service"
   }
   assert {
-    condition     = google_cloud_run_v2_service.query[0].template[0].containers[0].ports[0].name == "h2c" && google_cloud_run_v2_service.query[0].template[0].containers[0].ports[0].container_port == 8080 && google_cloud_run_v2_service.query[0].template[0].containers[0].resources[0].cpu_idle == false
+    condition     = google_cloud_run_v2_service.query["all"].template[0].containers[0].ports[0].name == "h2c" && google_cloud_run_v2_service.query["all"].template[0].containers[0].ports[0].container_port == 8080 && google_cloud_run_v2_service.query["all"].template[0].containers[0].resources[0].cpu_idle == false
     error_message = "HTTP/2 end to end: the container's port is named h2c; billed by instance (query_instance_billing)"
   }
   assert {
-    condition     = !contains([for e in google_cloud_run_v2_service.query[0].template[0].containers[0].env : e.name], "PORT") && contains([for e in google_cloud_run_v2_service.query[0].template[0].containers[0].env : e.name], "MAX_STREAMS")
+    condition     = !contains([for e in google_cloud_run_v2_service.query["all"].template[0].containers[0].env : e.name], "PORT") && contains([for e in google_cloud_run_v2_service.query["all"].template[0].containers[0].env : e.name], "MAX_STREAMS")
     error_message = "the service reads the function's variables, never PORT (Cloud Run's own)"
   }
   assert {
-    condition     = google_cloud_run_v2_service.query[0].template[0].timeout == "3600s" && google_cloud_run_v2_service.query[0].template[0].service_account == "fleetcast-query@studio-fleets.iam.gserviceaccount.com"
+    condition     = google_cloud_run_v2_service.query["all"].template[0].timeout == "3600s" && google_cloud_run_v2_service.query["all"].template[0].service_account == "fleetcast-query@studio-fleets.iam.gserviceaccount.com"
     error_message = "the service runs as the query account, with the function's timeout"
   }
   assert {
-    condition     = google_cloud_run_v2_service.query[0].ingress == "INGRESS_TRAFFIC_ALL" && !google_cloud_run_v2_service.query[0].invoker_iam_disabled && keys(google_cloud_run_v2_service_iam_member.query_invoker) == ["serviceAccount:matchmaker@studio-fleets.iam.gserviceaccount.com"] && google_cloud_run_v2_service_iam_member.query_invoker["serviceAccount:matchmaker@studio-fleets.iam.gserviceaccount.com"].name == google_cloud_run_v2_service.query[0].name
+    condition     = google_cloud_run_v2_service.query["all"].ingress == "INGRESS_TRAFFIC_ALL" && !google_cloud_run_v2_service.query["all"].invoker_iam_disabled && keys(google_cloud_run_v2_service_iam_member.query_invoker) == ["serviceAccount:matchmaker@studio-fleets.iam.gserviceaccount.com"] && google_cloud_run_v2_service_iam_member.query_invoker["serviceAccount:matchmaker@studio-fleets.iam.gserviceaccount.com"].name == google_cloud_run_v2_service.query["all"].name
     error_message = "without the load balancer, IAM decides who calls the service, as for the function"
   }
   assert {
@@ -691,15 +691,15 @@ run "mutual_tls_in_front_of_the_service" {
     }
   }
   assert {
-    condition     = google_cloud_run_v2_service.query[0].ingress == "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER" && google_cloud_run_v2_service.query[0].invoker_iam_disabled && length(google_cloud_run_v2_service_iam_member.query_invoker) == 0
+    condition     = google_cloud_run_v2_service.query["all"].ingress == "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER" && google_cloud_run_v2_service.query["all"].invoker_iam_disabled && length(google_cloud_run_v2_service_iam_member.query_invoker) == 0
     error_message = "behind the load balancer the service takes its requests only, and the client certificate is the credential"
   }
   assert {
-    condition     = google_cloud_run_v2_service.query[0].default_uri_disabled
+    condition     = google_cloud_run_v2_service.query["all"].default_uri_disabled
     error_message = "no run.app URL behind the load balancer: internal ingress would admit the project's VPC networks through it, with no certificate"
   }
   assert {
-    condition     = contains(google_compute_backend_service.query[0].custom_request_headers, "X-Client-Cert-Chain-Verified: {client_cert_chain_verified}") && contains([for e in google_cloud_run_v2_service.query[0].template[0].containers[0].env : "${e.name}=${e.value}"], "MTLS_VERIFIED_HEADER=X-Client-Cert-Chain-Verified")
+    condition     = contains(google_compute_backend_service.query[0].custom_request_headers, "X-Client-Cert-Chain-Verified: {client_cert_chain_verified}") && contains([for e in google_cloud_run_v2_service.query["all"].template[0].containers[0].env : "${e.name}=${e.value}"], "MTLS_VERIFIED_HEADER=X-Client-Cert-Chain-Verified")
     error_message = "the load balancer sends its verdict on the client certificate, and the service requires it on every request"
   }
   assert {
@@ -719,7 +719,7 @@ run "mutual_tls_in_front_of_the_service" {
     error_message = "a serverless NEG's backend: HTTP/2 to Cloud Run, no health check"
   }
   assert {
-    condition     = google_compute_region_network_endpoint_group.query[0].network_endpoint_type == "SERVERLESS" && google_compute_region_network_endpoint_group.query[0].cloud_run[0].service == google_cloud_run_v2_service.query[0].name
+    condition     = google_compute_region_network_endpoint_group.query[0].network_endpoint_type == "SERVERLESS" && google_compute_region_network_endpoint_group.query[0].cloud_run[0].service == google_cloud_run_v2_service.query["all"].name
     error_message = "the serverless NEG points at the query service"
   }
   assert {
@@ -847,12 +847,16 @@ run "each_partition_is_a_query_function_of_its_clusters" {
     condition     = length(google_cloud_run_v2_service_iam_member.query_merged_invoker) == 1 && output.query_merged_url == google_cloudfunctions2_function.query_merged[0].service_config[0].uri
     error_message = "who may call the query function may call the merged one, at query_merged_url"
   }
+  assert {
+    condition     = length(google_monitoring_alert_policy.partition_unanswered) == 1 && strcontains(google_logging_metric.partition_unanswered.filter, "resource.labels.service_name=\"${google_cloudfunctions2_function.query_merged[0].name}\"")
+    error_message = "an alert covers the partitions the merged function cannot reach, counting its lines"
+  }
 }
 
 run "no_partitions_no_partition_index" {
   command = plan
   assert {
-    condition     = length(google_firestore_index.fleet_feed_by_cluster) == 0 && keys(google_cloudfunctions2_function.query) == ["all"] && length(google_cloudfunctions2_function.query_merged) == 0 && output.query_merged_url == null
+    condition     = length(google_firestore_index.fleet_feed_by_cluster) == 0 && keys(google_cloudfunctions2_function.query) == ["all"] && length(google_cloudfunctions2_function.query_merged) == 0 && output.query_merged_url == null && length(google_monitoring_alert_policy.partition_unanswered) == 0
     error_message = "an index costs every write an entry: none that no query uses"
   }
 }
@@ -873,12 +877,43 @@ run "a_cluster_in_two_partitions" {
   expect_failures = [var.query_partitions]
 }
 
-run "partitions_need_the_function" {
-  command = plan
+run "partitions_in_service_mode_are_services" {
+  command = apply
   variables {
     query_mode       = "service"
     query_image      = "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-query:0.3.0"
-    query_partitions = { pc = ["pc-eu"] }
+    query_partitions = { pc = ["pc-eu"], consoles = ["ps5-us"] }
+    query_mtls = {
+      domains        = ["fleets.studio.example"]
+      client_ca_pems = ["-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"]
+    }
+  }
+  assert {
+    condition     = google_cloud_run_v2_service.query["pc"].name == "fleetcast-query-pc" && [for e in google_cloud_run_v2_service.query["pc"].template[0].containers[0].env : e.value if e.name == "VIEW_CLUSTERS"] == ["pc-eu"] && [for e in google_cloud_run_v2_service.query["all"].template[0].containers[0].env : e.value if e.name == "VIEW_CLUSTERS"] == [""]
+    error_message = "a partition's service holds its clusters (VIEW_CLUSTERS); the query service every cluster"
+  }
+  assert {
+    condition     = google_cloud_run_v2_service.query["all"].ingress == "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER" && google_cloud_run_v2_service.query["pc"].ingress == "INGRESS_TRAFFIC_ALL" && !google_cloud_run_v2_service.query["pc"].invoker_iam_disabled && [for e in google_cloud_run_v2_service.query["pc"].template[0].containers[0].env : e.value if e.name == "MTLS_VERIFIED_HEADER"] == [""]
+    error_message = "only the query service is behind the mutual TLS load balancer; the partitions take ID tokens"
+  }
+  assert {
+    condition     = google_cloud_run_v2_service.query_merged[0].name == "fleetcast-query-merged" && length(google_cloudfunctions2_function.query_merged) == 0 && [for e in google_cloud_run_v2_service.query_merged[0].template[0].containers[0].env : e.value if e.name == "PARTITIONS"] == ["ps5-us=${google_cloud_run_v2_service.query["consoles"].uri}; pc-eu=${google_cloud_run_v2_service.query["pc"].uri}"] && google_cloud_run_v2_service.query_merged[0].template[0].containers[0].resources[0].cpu_idle == false
+    error_message = "the merged service answers over every partition's service (PARTITIONS), billed by instance as the query service"
+  }
+  assert {
+    condition     = length(google_cloud_run_v2_service_iam_member.query_partition_merger) == 2 && google_cloud_run_v2_service_iam_member.query_partition_merger["pc"].name == google_cloud_run_v2_service.query["pc"].name && output.query_merged_url == google_cloud_run_v2_service.query_merged[0].uri && output.query_partition_urls["pc"] == google_cloud_run_v2_service.query["pc"].uri
+    error_message = "the merged service calls each partition as the query identity, at the outputs' URLs"
+  }
+  assert {
+    condition     = length(google_monitoring_alert_policy.partition_unanswered) == 1
+    error_message = "an alert covers the partitions the merged service cannot reach"
+  }
+}
+
+run "a_partition_named_merged" {
+  command = plan
+  variables {
+    query_partitions = { merged = ["pc-eu"] }
   }
   expect_failures = [var.query_partitions]
 }
@@ -907,11 +942,11 @@ run "metrics_export_runs_the_prometheus_sidecar_beside_the_query_service" {
     query_metrics_export = true
   }
   assert {
-    condition     = length(google_cloud_run_v2_service.query[0].template[0].containers) == 2 && google_cloud_run_v2_service.query[0].template[0].containers[1].depends_on == tolist(["query"])
+    condition     = length(google_cloud_run_v2_service.query["all"].template[0].containers) == 2 && google_cloud_run_v2_service.query["all"].template[0].containers[1].depends_on == tolist(["query"])
     error_message = "the sidecar runs beside the query container and starts after it"
   }
   assert {
-    condition     = length(google_cloud_run_v2_service.query[0].template[0].containers[1].ports) == 0
+    condition     = length(google_cloud_run_v2_service.query["all"].template[0].containers[1].ports) == 0
     error_message = "only the query container takes requests"
   }
   assert {
