@@ -2,13 +2,17 @@ package emulatortests
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fleetcast/fleetcast/fleetapi"
 	"github.com/fleetcast/fleetcast/internal/testenv/emulator"
+	"github.com/fleetcast/fleetcast/internal/testenv/proc"
+	"github.com/fleetcast/fleetcast/internal/testenv/watchtest"
 	"github.com/fleetcast/fleetcast/logging"
 )
 
@@ -65,4 +69,80 @@ func TestAPartitionedQueryFunctionServesItsShare(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, r.status)
 	reason := bad.logs.wait(t, "message", "QueryFleets cannot start", func([]map[string]any) bool { return true })
 	assert.Contains(t, reason[0][logging.KeyError], "VIEW_CLUSTERS", "the reason is logged")
+}
+
+// TestTheMergedQueryFunctionOutlivesAPartition: QueryFleets deployed with
+// PARTITIONS over two partitions' QueryFleets processes on the emulator
+// (pc and ps5; xbox) streams every fleet as one watch. When xbox's
+// process is killed mid-stream, the merged stream stays up: xbox is sent
+// stale, and a change in pc still arrives. Started again on its address,
+// xbox is a new instance, which cannot resume its stream: the merged
+// stream restarts and sends the whole set, the change made to xbox while
+// it was down included, with xbox fresh. Nothing is lost.
+func TestTheMergedQueryFunctionOutlivesAPartition(t *testing.T) {
+	a := newAPI(t)
+	for _, c := range []string{"pc", "ps5", "xbox"} {
+		a.put(fleetSpec{cluster: c, ns: "games", name: "a", ready: 3, rooms: 1, slots: 1})
+		a.heartbeat(c, 0)
+	}
+	host := emulator.Host(t, emulator.FirestoreHostEnv)
+	pc, err := startFunctionTarget("QueryFleets", host, "GOOGLE_CLOUD_PROJECT="+a.project, "VIEW_CLUSTERS=pc,ps5", "WATCH_POLL=50ms")
+	require.NoError(t, err)
+	t.Cleanup(pc.stop)
+	xport, err := proc.FreePort()
+	require.NoError(t, err)
+	startXbox := func() *function {
+		t.Helper()
+		f, err := startServing("function QueryFleets (xbox)", functionBinary, xport, []string{"FUNCTION_TARGET=QueryFleets", "PORT=" + xport,
+			"GOOGLE_CLOUD_PROJECT=" + a.project, emulator.FirestoreHostEnv + "=" + host, "VIEW_CLUSTERS=xbox", "WATCH_POLL=50ms"})
+		require.NoError(t, err)
+		t.Cleanup(f.stop)
+		return f
+	}
+	xbox := startXbox()
+	merged, err := startFunctionTarget("QueryFleets", host, "GOOGLE_CLOUD_PROJECT="+a.project,
+		"PARTITIONS=pc,ps5="+pc.url+"; xbox="+xbox.url, "PARTITION_TIMEOUT=1s")
+	require.NoError(t, err)
+	t.Cleanup(merged.stop)
+
+	st := watchtest.Open(t, strings.TrimSuffix(merged.url, "/"), "sse", url.Values{})
+	defer st.Close()
+	held := map[string]int64{}
+	stale := map[string]bool{}
+	until := func(what string, done func(watchtest.Event) bool) {
+		t.Helper()
+		for {
+			e := st.Next(t)
+			switch e.Kind {
+			case "added", "modified":
+				held[e.Name] = e.Ready
+			case "removed":
+				delete(held, e.Name)
+			case "restart":
+				clear(held)
+			case "cluster":
+				stale[e.Name] = e.Stale
+			}
+			if done(e) {
+				return
+			}
+		}
+	}
+	until("the initial set", func(e watchtest.Event) bool { return e.Kind == "synced" })
+	assert.Equal(t, map[string]int64{"pc/a": 3, "ps5/a": 3, "xbox/a": 3}, held)
+
+	xbox.stop()
+	until("xbox sent stale", func(e watchtest.Event) bool { return e.Kind == "cluster" && e.Name == "xbox" && e.Stale })
+	a.put(fleetSpec{cluster: "pc", ns: "games", name: "b", ready: 5})
+	until("pc's change while xbox is down", func(e watchtest.Event) bool { return e.Name == "pc/b" })
+	a.put(fleetSpec{cluster: "xbox", ns: "games", name: "b", ready: 2})
+
+	startXbox()
+	until("the restart", func(e watchtest.Event) bool { return e.Kind == "restart" })
+	until("the whole set again", func(e watchtest.Event) bool { return e.Kind == "synced" })
+	assert.Equal(t, map[string]int64{"pc/a": 3, "ps5/a": 3, "xbox/a": 3, "pc/b": 5, "xbox/b": 2}, held, "nothing lost")
+	assert.False(t, stale["xbox"], "xbox fresh again")
+	down := merged.logs.matching("message", fleetapi.UnansweredMessage)
+	require.NotEmpty(t, down, "the merged function logged the partition that did not answer")
+	assert.Equal(t, xbox.url, down[0]["partition"])
 }
