@@ -36,6 +36,13 @@ type Partition struct {
 // (its clusters stale), and the others' answer goes out.
 const DefaultPartitionTimeout = 2 * time.Second
 
+// DefaultPartitionsHeavySlots is how many lists, placements and label
+// values a merging instance works on at once. A merge mostly waits for
+// the partitions, so more than a view's one a processor; but each holds
+// every partition's page (17 partitions × a page of 1 000 is some 40 MB
+// of fleets), so few enough that they fit a 512 MiB instance together.
+const DefaultPartitionsHeavySlots = 4
+
 // PartitionsOptions configure Partitions; zero fields take their
 // defaults.
 type PartitionsOptions struct {
@@ -45,7 +52,8 @@ type PartitionsOptions struct {
 	// placement leaves out stale clusters' fleets.
 	StaleAfter time.Duration
 	// HeavySlots, HeavyQueue and HeavyWait bound the heavy reads the
-	// merging instance works on at once (Options').
+	// merging instance works on at once (Options'; HeavySlots
+	// DefaultPartitionsHeavySlots).
 	HeavySlots int
 	HeavyQueue int
 	HeavyWait  time.Duration
@@ -97,6 +105,9 @@ func NewPartitions(parts []Partition, opts PartitionsOptions) (*Partitions, erro
 	}
 	if opts.MaxWatches <= 0 {
 		opts.MaxWatches = DefaultMaxWatches
+	}
+	if opts.HeavySlots <= 0 {
+		opts.HeavySlots = DefaultPartitionsHeavySlots
 	}
 	p := &Partitions{byCluster: map[string]int{}, opts: opts, last: make([]atomic.Pointer[[]Cluster], len(parts)), watches: semaphore.NewWeighted(int64(opts.MaxWatches)),
 		admit: newAdmission(Options{HeavySlots: opts.HeavySlots, HeavyQueue: opts.HeavyQueue, HeavyWait: opts.HeavyWait})}

@@ -507,3 +507,38 @@ func TestAMergedWatchSurvivesAPartitionKilledMidStream(t *testing.T) {
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, "resumeToken", e.Param)
 }
+
+// TestAMergingInstanceTakesFewHeavyReadsAtOnce: a merge waits for its
+// partitions, so a merging instance takes DefaultPartitionsHeavySlots
+// heavy reads at once (more than a view's one a processor), and refuses
+// one past its queue at once, as a view does.
+func TestAMergingInstanceTakesFewHeavyReadsAtOnce(t *testing.T) {
+	w := newWorld(t)
+	all, err := NewPartitions([]Partition{{Name: "a", Clusters: []string{"pc"}, API: w.service(Options{Clusters: []string{"pc"}})}},
+		PartitionsOptions{HeavyQueue: 1, HeavyWait: time.Hour})
+	require.NoError(t, err)
+	var releases []func()
+	for range DefaultPartitionsHeavySlots {
+		release, err := all.Admit(t.Context())
+		require.NoError(t, err, "a slot at once")
+		releases = append(releases, release)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		release, err := all.Admit(t.Context())
+		if err == nil {
+			release()
+		}
+		waited <- err
+	}()
+	require.Eventually(t, func() bool { return all.admit.waiting.Load() == 1 }, 10*time.Second, time.Millisecond, "the next one waits")
+	_, err = all.Admit(t.Context())
+	var e *Error
+	require.ErrorAs(t, err, &e, "past the queue: refused at once")
+	assert.Equal(t, ResourceExhausted, e.Code)
+	releases[0]()
+	require.NoError(t, <-waited, "the waiting one takes the freed slot")
+	for _, r := range releases[1:] {
+		r()
+	}
+}
