@@ -101,7 +101,7 @@ func TestTheMergedQueryFunctionOutlivesAPartition(t *testing.T) {
 	}
 	xbox := startXbox()
 	merged, err := startFunctionTarget("QueryFleets", host, "GOOGLE_CLOUD_PROJECT="+a.project,
-		"PARTITIONS=pc,ps5="+pc.url+"; xbox="+xbox.url, "PARTITION_TIMEOUT=1s")
+		"PARTITIONS=pc,ps5="+pc.url+"; xbox="+xbox.url, "PARTITION_TIMEOUT=10s")
 	require.NoError(t, err)
 	t.Cleanup(merged.stop)
 
@@ -111,6 +111,7 @@ func TestTheMergedQueryFunctionOutlivesAPartition(t *testing.T) {
 	stale := map[string]bool{}
 	until := func(what string, done func(watchtest.Event) bool) {
 		t.Helper()
+		t.Logf("waiting for %s", what) // shown with a failure: what never came
 		for {
 			e := st.Next(t)
 			switch e.Kind {

@@ -50,7 +50,6 @@ func TestMergedPartitionsPageAsOneView(t *testing.T) {
 	}
 	all, err := NewPartitions(parts, PartitionsOptions{})
 	require.NoError(t, err)
-	ctx := t.Context()
 	for range 200 {
 		v := url.Values{"pageSize": {strconv.Itoa(1 + rng.IntN(40))}}
 		switch rng.IntN(3) {
@@ -79,42 +78,35 @@ func TestMergedPartitionsPageAsOneView(t *testing.T) {
 		}
 		q, err := ParseQuery(v)
 		require.NoError(t, err)
-		var want, got []string
-		wantPages, gotPages := 0, 0
-		for single := q; ; {
-			l, err := one.ListFleets(ctx, single)
-			require.NoError(t, err)
-			wantPages++
-			for _, f := range l.Items {
-				want = append(want, fleetID(f))
-			}
-			if l.NextPageToken == "" {
-				break
-			}
-			single, err = q.Next(l.NextPageToken)
-			require.NoError(t, err)
-		}
-		total := 0
-		for merged := q; ; {
-			l, err := all.ListFleets(ctx, merged)
-			require.NoError(t, err)
-			require.Empty(t, l.UnavailableClusters)
-			gotPages++
-			total = l.TotalSize
-			for _, f := range l.Items {
-				got = append(got, fleetID(f))
-			}
-			if l.NextPageToken == "" {
-				break
-			}
-			merged, err = q.Next(l.NextPageToken)
-			require.NoError(t, err)
-		}
+		want, wantPages, wantTotal := walk(t, one, q)
+		got, gotPages, total := walk(t, all, q)
 		require.Equal(t, want, got, "%v", v)
 		require.Equal(t, wantPages, gotPages, "%v", v)
-		l, err := one.ListFleets(ctx, q)
+		require.Equal(t, wantTotal, total, "%v", v)
+	}
+}
+
+// walk reads every page of q from api: the fleets' IDs in order, the
+// pages, and their total (every page's). No answer may name a cluster
+// unavailable.
+func walk(t *testing.T, api API, q Query) (ids []string, pages, total int) {
+	t.Helper()
+	for next := q; ; pages++ {
+		l, err := api.ListFleets(t.Context(), next)
 		require.NoError(t, err)
-		require.Equal(t, l.TotalSize, total, "%v", v)
+		require.Empty(t, l.UnavailableClusters)
+		if pages == 0 {
+			total = l.TotalSize
+		}
+		require.Equal(t, total, l.TotalSize, "every page's total")
+		for _, f := range l.Items {
+			ids = append(ids, fleetID(f))
+		}
+		if l.NextPageToken == "" {
+			return ids, pages + 1, total
+		}
+		next, err = q.Next(l.NextPageToken)
+		require.NoError(t, err)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -212,7 +211,7 @@ func gather[T any](ctx context.Context, p *Partitions, what string, answers []an
 // the answering view reports (Read.knownKeys).
 func unknownKey(err error) bool {
 	e, ok := errors.AsType[*Error](err)
-	return ok && e.Code == InvalidArgument && (e.Param == "counter" || e.Param == "list") && strings.HasPrefix(e.Message, "no cluster reports")
+	return ok && e.Code == InvalidArgument && (e.Param == "counter" || e.Param == "list") && strings.HasPrefix(e.Message, noClusterReports)
 }
 
 // ListFleets answers one page of a fleet query over every partition
@@ -326,23 +325,30 @@ func (p *Partitions) ListClusters(ctx context.Context) (ClusterList, error) {
 	return MergeClusters(lists), nil
 }
 
+// lastCluster is a cluster as its partition last listed it, stale;
+// false when it never did.
+func (p *Partitions) lastCluster(name string) (Cluster, bool) {
+	if l := p.last[p.byCluster[name]].Load(); l != nil {
+		for _, c := range *l {
+			if c.Cluster == name {
+				c.Stale = true
+				return c, true
+			}
+		}
+	}
+	return Cluster{}, false
+}
+
 // lastClusters are partition i's clusters as it last listed them, stale,
 // and those it never listed by name alone.
 func (p *Partitions) lastClusters(i int) []Cluster {
-	byName := map[string]Cluster{}
-	if l := p.last[i].Load(); l != nil {
-		for _, c := range *l {
-			byName[c.Cluster] = c
-		}
-	}
 	out := make([]Cluster, 0, len(p.parts[i].Clusters))
 	for _, name := range p.parts[i].Clusters {
-		c, ok := byName[name]
+		c, ok := p.lastCluster(name)
 		if !ok {
-			c = Cluster{Cluster: name, Labels: map[string]string{},
+			c = Cluster{Cluster: name, Labels: map[string]string{}, Stale: true,
 				Totals: fleet.DocStatus{Counters: map[string]fleet.DocAggregate{}, Lists: map[string]fleet.DocAggregate{}}}
 		}
-		c.Stale = true
 		out = append(out, c)
 	}
 	return out
@@ -365,13 +371,8 @@ func (p *Partitions) GetCluster(ctx context.Context, name string) (Cluster, erro
 		return c, err
 	}
 	p.unanswered(i, "cluster", "the cluster is shown stale", err)
-	if l := p.last[i].Load(); l != nil {
-		for _, c := range *l {
-			if c.Cluster == name {
-				c.Stale = true
-				return c, nil
-			}
-		}
+	if c, ok := p.lastCluster(name); ok {
+		return c, nil
 	}
 	return Cluster{}, p.unavailable(i, err)
 }
@@ -472,8 +473,8 @@ func (p *Partitions) mergePlacements(req PlaceRequest, answers []Placements, una
 		}
 	}
 	for _, c := range unavailable {
-		if n := p.lastFleetCount(c); n > 0 {
-			leave(StaleCluster, n, 1, c)
+		if last, _ := p.lastCluster(c); last.FleetCount > 0 {
+			leave(StaleCluster, int(last.FleetCount), 1, c)
 		}
 	}
 	slices.SortFunc(out.Placements, func(a, b Placement) int {
@@ -502,19 +503,3 @@ func (p *Partitions) mergePlacements(req PlaceRequest, answers []Placements, una
 	}
 	return out
 }
-
-// lastFleetCount is how many fleets a cluster had when its partition last
-// listed it (0 when it never did).
-func (p *Partitions) lastFleetCount(cluster string) int {
-	if l := p.last[p.byCluster[cluster]].Load(); l != nil {
-		for _, c := range *l {
-			if c.Cluster == cluster {
-				return int(c.FleetCount)
-			}
-		}
-	}
-	return 0
-}
-
-// Clusters are the clusters of every partition, by name.
-func (p *Partitions) Clusters() []string { return slices.Sorted(maps.Keys(p.byCluster)) }

@@ -277,7 +277,7 @@ func (p *Partitions) follow(ctx context.Context, i int, q Query, token string, o
 			delay = partitionRetryMin
 			continue // the stream ended (its deadline): resume at once
 		}
-		if CodeOf(err) == InvalidArgument && unknownKey(err) {
+		if unknownKey(err) {
 			// Its clusters report no such counter or list: nothing of
 			// it matches, now or later (a new one needs a new watch).
 			if !hand(partEvent{i: i, e: Event{Kind: Synced, ResumeToken: token}}) {

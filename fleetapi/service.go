@@ -163,6 +163,11 @@ func (r *Read) Fleets(q Query) (FleetList, error) {
 	return out, nil
 }
 
+// noClusterReports begins knownKeys' refusals: Partitions tells them,
+// which one partition's clusters may give while another's answer, from
+// the request's own faults.
+const noClusterReports = "no cluster reports"
+
 // knownKeys rejects a counter or list that no cluster reports in its
 // totals: most likely a typo, which would otherwise quietly match nothing.
 func (r *Read) knownKeys(q Query) error {
@@ -173,10 +178,10 @@ func (r *Read) knownKeys(q Query) error {
 		counter, list = counter || hasCounter, list || hasList
 	}
 	if q.Counter != "" && !counter {
-		return paramErr("counter", "no cluster reports a counter %q", q.Counter)
+		return paramErr("counter", noClusterReports+" a counter %q", q.Counter)
 	}
 	if q.List != "" && !list {
-		return paramErr("list", "no cluster reports a list %q", q.List)
+		return paramErr("list", noClusterReports+" a list %q", q.List)
 	}
 	return nil
 }

@@ -63,7 +63,7 @@ func TestAServiceOverPartitionsAnswersAsOneView(t *testing.T) {
 	}
 	a, b := partition("pc", "ps5"), partition("xbox")
 	cfg, err := query.ConfigFromEnv(func(k string) string {
-		return map[string]string{"PARTITIONS": "pc,ps5=" + a.URL + "; xbox=" + b.URL, "PARTITION_TIMEOUT": "1s"}[k]
+		return map[string]string{"PARTITIONS": "pc,ps5=" + a.URL + "; xbox=" + b.URL, "PARTITION_TIMEOUT": "10s"}[k]
 	})
 	require.NoError(t, err)
 	require.Equal(t, []query.PartitionConfig{{URL: a.URL, Clusters: []string{"pc", "ps5"}}, {URL: b.URL, Clusters: []string{"xbox"}}}, cfg.Partitions)

@@ -375,7 +375,7 @@ func TestDashboardOverPartitions(t *testing.T) {
 	}
 	pc, xbox := partition(nil, "pc"), partition(&xboxDown, "xbox")
 	cfg, err := query.ConfigFromEnv(func(k string) string {
-		return map[string]string{"PARTITIONS": "pc=" + pc.URL + "; xbox=" + xbox.URL, "PARTITION_TIMEOUT": "1s"}[k]
+		return map[string]string{"PARTITIONS": "pc=" + pc.URL + "; xbox=" + xbox.URL, "PARTITION_TIMEOUT": "10s"}[k]
 	})
 	require.NoError(t, err)
 	p, err := query.NewPartitions(t.Context(), cfg, fleetclient.Auth{}, log)
