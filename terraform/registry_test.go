@@ -122,6 +122,7 @@ func TestCloudBuildConfigurationKeepsCloudBuildsRules(t *testing.T) {
 	assert.Equal(t, map[string]string{
 		"fleetcast-publisher": "cmd/fleetcast-publisher/Dockerfile",
 		"fleetcast-query":     "cmd/fleetcast-query/Dockerfile",
+		"fleetcast-ingest":    "cmd/fleetcast-ingest/Dockerfile",
 		"fleetcast-allocator": "cmd/fleetcast-allocator/Dockerfile",
 	}, images, "each image from its program's Dockerfile")
 	for _, dockerfile := range images {

@@ -1,7 +1,7 @@
 // Package version is fleetcast's release version and the commit it was
 // built from, the same in every program of a release: the CLI
 // (fleetcast version), the publisher (fleetcast-publisher version, the
-// events' publisher.version), fleetcast-query and the Cloud Functions
+// events' publisher.version), fleetcast-query, fleetcast-ingest and the Cloud Functions
 // (their traces' service.version and their start-up log line).
 //
 // Binaries are stamped at link time:

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/fleetcast/fleetcast/fleetapi/fleetrpc"
@@ -70,7 +69,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	err = serve(ctx, ln, h, grace, stderr)
+	err = fnruntime.Serve(ctx, ln, h, fnruntime.ServeOptions{Name: "fleetcast-query", Grace: grace, H2C: true, EndStreams: fleetrpc.ErrShutdown}, stderr)
 	// The spans of the last requests, within what Cloud Run allows.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
@@ -78,42 +77,4 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "fleetcast-query: exporting the last spans: %v\n", ferr)
 	}
 	return err
-}
-
-// serve serves h on ln over HTTP/1.1 and h2c until ctx ends, then ends
-// the streams with fleetrpc.ErrShutdown and waits at most grace for the
-// requests in flight.
-func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, stderr io.Writer) error {
-	base, stop := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer stop(nil)
-	srv := &http.Server{
-		Handler:           h,
-		Protocols:         new(http.Protocols),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       5 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return base },
-	}
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	fmt.Fprintf(stderr, "fleetcast-query %s: serving on http://%s (HTTP/1.1 and h2c)\n", version.Version(), ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	fmt.Fprintf(stderr, "fleetcast-query: stopping: streams end for their clients to resume; waiting at most %v for requests in flight\n", grace)
-	stop(fleetrpc.ErrShutdown)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		fmt.Fprintf(stderr, "fleetcast-query: requests still in flight after %v: closing their connections\n", grace)
-		err = srv.Close()
-	}
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
 }

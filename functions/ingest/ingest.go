@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -482,33 +483,41 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return c, e.Err()
 }
 
-// defaultHandler is the handler the registered function uses: one
-// Firestore client per instance, created on the first event.
-var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*Handler, error) {
-	cfg, err := ConfigFromEnv(os.Getenv)
+// New makes the handler as the function and the ingest service deploy it,
+// configured by getenv (ConfigFromEnv, fnruntime.Firestore), logging to
+// logs: one Firestore client, and the change feed's publisher when
+// CHANGE_TOPIC is set.
+func New(ctx context.Context, getenv func(string) string, logs io.Writer) (*Handler, error) {
+	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, fmt.Errorf("configure IngestFleetEvents: %w", err)
 	}
-	client, err := fnruntime.Firestore(ctx, os.Getenv)
+	client, err := fnruntime.Firestore(ctx, getenv)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := fnruntime.Tracing(ctx, os.Getenv, "fleetcast-ingest", cfg.TraceSampleRatio); err != nil {
+	if _, err := fnruntime.Tracing(ctx, getenv, "fleetcast-ingest", cfg.TraceSampleRatio); err != nil {
 		return nil, fmt.Errorf("configure IngestFleetEvents: %w", err)
 	}
 	store := firestoredb.New(client, cfg.TombstoneRetention, time.Now).WithFullReconcileEvery(cfg.FullReconcileEvery).
 		WithFeedShards(cfg.FeedShards)
-	log := logging.New(os.Stdout, cfg.LogLevel, logging.WithProject(fnruntime.Project(os.Getenv)))
+	log := logging.New(logs, cfg.LogLevel, logging.WithProject(fnruntime.Project(getenv)))
 	fnruntime.Started(log, "IngestFleetEvents")
 	h := NewHandler(store, log, cfg, time.Now)
 	if cfg.ChangeTopic != "" {
-		ps, err := fnruntime.PubSub(ctx, os.Getenv)
+		ps, err := fnruntime.PubSub(ctx, getenv)
 		if err != nil {
 			return nil, fmt.Errorf("configure IngestFleetEvents: %w", err)
 		}
 		h.WithAnnouncer(fleetfeed.NewAnnouncer(ps, cfg.ChangeTopic))
 	}
 	return h, nil
+}
+
+// defaultHandler is the handler the registered function uses: one
+// Firestore client per instance, created on the first event.
+var defaultHandler = fnruntime.Lazy[*Handler]{New: func(ctx context.Context) (*Handler, error) {
+	return New(ctx, os.Getenv, os.Stdout)
 }}
 
 // IngestFleetEvents is the Cloud Function's entry point: an HTTP function

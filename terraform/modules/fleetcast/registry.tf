@@ -1,5 +1,5 @@
 # The project's images and chart: one Docker repository holding
-# fleetcast-publisher (and fleetcast-query) by tag and digest, and the
+# fleetcast-publisher (and fleetcast-query, fleetcast-ingest, fleetcast-allocator) by tag and digest, and the
 # publisher's chart as the OCI artifact charts/fleetcast-publisher (helm
 # push). Tags are immutable: a release's tag names one image for good.
 resource "google_artifact_registry_repository" "images" {
@@ -7,7 +7,7 @@ resource "google_artifact_registry_repository" "images" {
   location      = local.registry_location
   repository_id = var.name_prefix
   format        = "DOCKER"
-  description   = "fleetcast's images (fleetcast-publisher, fleetcast-query) and the publisher's Helm chart (charts/fleetcast-publisher)."
+  description   = "fleetcast's images (fleetcast-publisher, fleetcast-query, fleetcast-ingest, fleetcast-allocator) and the publisher's Helm chart (charts/fleetcast-publisher)."
   docker_config {
     immutable_tags = var.registry_immutable_tags
   }
