@@ -92,7 +92,12 @@ check() {
 # unless CLUSTERS), from a scratch copy without backend.tf: the prod
 # environment's GCS backend cannot be initialised offline.
 plan() {
-  local env=$1 out=$2 clusters=${3:-"{}"} scratch
+  local env=$1 out=$2 clusters=${3:-"{}"} scratch images=()
+  # prod runs both sides as services, from images in its registry.
+  if [[ $env == prod ]]; then
+    images=(-var="ingest_image=europe-west1-docker.pkg.dev/fleetcast-plan-check/fleetcast/fleetcast-ingest:0.0.0"
+      -var="query_image=europe-west1-docker.pkg.dev/fleetcast-plan-check/fleetcast/fleetcast-query:0.0.0")
+  fi
   build
   mkdir -p "$out"
   scratch=$(mktemp -d "${TMPDIR:-/tmp}/fleetcast-tfenv.XXXXXX")
@@ -107,7 +112,7 @@ plan() {
     with_override get >/dev/null &&
     GOOGLE_OAUTH_ACCESS_TOKEN=dummy with_override plan -no-color -refresh=false -lock=false -input=false \
       -var=project_id=fleetcast-plan-check -var=project_number=123456789012 -var="function_source_zip=$out/functions.zip" \
-      -var="clusters=$clusters" -out="$out/plan" >"$out/plan.log" 2>&1 &&
+      -var="clusters=$clusters" "${images[@]}" -out="$out/plan" >"$out/plan.log" 2>&1 &&
     with_override show -json "$out/plan" >"$out/plan.json"); then
     cat "$out/plan.log" >&2
     rm -rf "$scratch"

@@ -125,7 +125,7 @@ func TestTheFunctionsAreCreatedAfterTheirIndexes(t *testing.T) {
 	functions := resources(body, "google_cloudfunctions2_function")
 	services := resources(body, "google_cloud_run_v2_service")
 	waits := map[string][]*hclsyntax.Block{
-		"fleet_reconcile":       {functions["ingest"]},
+		"fleet_reconcile":       {functions["ingest"], services["ingest"]},
 		"fleet_feed":            {functions["query"], services["query"]},
 		"fleet_feed_by_cluster": {functions["query"]},
 	}
@@ -258,16 +258,17 @@ func TestEnvironmentVariablesAreTheOnesTheCodeReads(t *testing.T) {
 		slices.Sort(env)
 		assert.Equal(t, want[entry], env, "google_cloudfunctions2_function.%s sets exactly what %s reads", name, entry)
 	}
-	// The query service (cmd/fleetcast-query) reads the function's
-	// variables; PORT is Cloud Run's, from the container port.
-	for _, name := range []string{"query", "query_merged"} {
+	// The query and ingest services (cmd/fleetcast-query,
+	// cmd/fleetcast-ingest) read their function's variables; PORT is
+	// Cloud Run's, from the container port.
+	for name, entry := range map[string]string{"query": "QueryFleets", "query_merged": "QueryFleets", "ingest": "IngestFleetEvents"} {
 		svc := resources(body, "google_cloud_run_v2_service")[name]
 		require.NotNil(t, svc, name)
 		dyn := block(block(block(svc, "template"), "containers"), "dynamic")
 		require.Equal(t, "env", dyn.Labels[0])
 		env := objectKeys(t, body, dyn.Body.Attributes["for_each"].Expr)
 		slices.Sort(env)
-		assert.Equal(t, want["QueryFleets"], env, "google_cloud_run_v2_service.%s sets exactly what QueryFleets reads", name)
+		assert.Equal(t, want[entry], env, "google_cloud_run_v2_service.%s sets exactly what %s reads", name, entry)
 		assert.NotContains(t, env, "PORT", "Cloud Run sets PORT and refuses it among the variables")
 	}
 }

@@ -122,19 +122,25 @@ func TestEnvironmentsPlanOnAFreshProjectAndKeepThePlatformsRules(t *testing.T) {
 				assert.NotContains(t, id, "-pub-", "no publisher account without clusters")
 			}
 
-			// Cloud Run accepts each function's size.
-			functions := byType("google_cloudfunctions2_function")
+			// Cloud Run accepts each function's and service's size.
+			functions := workloads(t, res)
 			require.Len(t, functions, 2)
 			for _, fn := range functions {
-				sc := first(t, fn.Values["service_config"])
+				sc := fn.Config
 				cpu, _ := sc["available_cpu"].(string)
 				concurrency := int(sc["max_instance_request_concurrency"].(float64))
 				assert.NoError(t, cloudRunSize(cpu, sc["available_memory"].(string), concurrency), "%s", fn.Address)
 				_, eventDriven := fn.Values["event_trigger"].([]any)
 				eventDriven = eventDriven && len(fn.Values["event_trigger"].([]any)) > 0
 				assert.NoError(t, functionTimeout(int(sc["timeout_seconds"].(float64)), eventDriven), "%s", fn.Address)
-				if first(t, fn.Values["build_config"])["entry_point"] == "QueryFleets" {
+				if fn.Entry == "QueryFleets" {
 					assert.NoError(t, queryGC(t, sc), "%s", fn.Address)
+				}
+			}
+			if env == "prod" {
+				assert.Empty(t, byType("google_cloudfunctions2_function"), "prod runs both sides as services, billed by instance")
+				for _, svc := range byType("google_cloud_run_v2_service") {
+					assert.Equal(t, false, first(t, first(t, first(t, svc.Values["template"])["containers"])["resources"])["cpu_idle"], "%s is billed by instance", svc.Address)
 				}
 			}
 
@@ -153,7 +159,7 @@ func TestEnvironmentsPlanOnAFreshProjectAndKeepThePlatformsRules(t *testing.T) {
 			}
 			require.NotEmpty(t, feed, "the change feed's topic")
 			for _, fn := range functions {
-				env := first(t, fn.Values["service_config"])["environment_variables"].(map[string]any)
+				env := fn.Config["environment_variables"].(map[string]any)
 				assert.Equal(t, feed, env["CHANGE_TOPIC"], "%s follows or announces on the feed", fn.Address)
 			}
 			grants := byType("google_project_iam_member")
@@ -179,8 +185,14 @@ func TestEnvironmentsSizeTheirSubscriptionsByThePlatformsRules(t *testing.T) {
 			res := planEnvironment(t, env, `{"pc-eu" = {gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com"}}`)
 			// No message outlives a tombstone, and every delivery attempt
 			// comes before the subscription drops the message.
-			ingestFn := res["module.fleetcast.google_cloudfunctions2_function.ingest"]
-			tombstones := mustDuration(t, first(t, ingestFn.Values["service_config"])["environment_variables"].(map[string]any)["TOMBSTONE_RETENTION"].(string))
+			var sc map[string]any
+			for _, w := range workloads(t, res) {
+				if w.Entry == "IngestFleetEvents" {
+					sc = w.Config
+				}
+			}
+			require.NotNil(t, sc, "the ingest function or service")
+			tombstones := mustDuration(t, sc["environment_variables"].(map[string]any)["TOMBSTONE_RETENTION"].(string))
 			sub := res[`module.fleetcast.google_pubsub_subscription.ingest["pc-eu"]`]
 			require.NotNil(t, sub.Values, "the cluster's push subscription")
 			assert.Equal(t, "fleet-events-pc-eu", res[`module.fleetcast.google_pubsub_topic.events["pc-eu"]`].Values["name"])
@@ -195,7 +207,6 @@ func TestEnvironmentsSizeTheirSubscriptionsByThePlatformsRules(t *testing.T) {
 
 			// A start-up republish is never dead-lettered.
 			retry := first(t, sub.Values["retry_policy"])
-			sc := first(t, ingestFn.Values["service_config"])
 			share, err := strconv.Atoi(sc["environment_variables"].(map[string]any)["MAX_CLUSTER_IN_FLIGHT"].(string))
 			require.NoError(t, err, "MAX_CLUSTER_IN_FLIGHT")
 			concurrency := int(sc["max_instance_request_concurrency"].(float64))
@@ -209,6 +220,48 @@ func TestEnvironmentsSizeTheirSubscriptionsByThePlatformsRules(t *testing.T) {
 			))
 		})
 	}
+}
+
+// workload is a planned function or Cloud Run service of the module: its
+// settings as a function's service_config names them.
+type workload struct {
+	plannedResource
+	Entry  string
+	Config map[string]any
+}
+
+// workloads lists the planned functions and services: a service's
+// template read as the service_config its function would have, its
+// entry point from its image (fleetcast-ingest, fleetcast-query).
+func workloads(tb testing.TB, res map[string]plannedResource) []workload {
+	tb.Helper()
+	var out []workload
+	for _, r := range res {
+		switch r.Type {
+		case "google_cloudfunctions2_function":
+			out = append(out, workload{r, first(tb, r.Values["build_config"])["entry_point"].(string), first(tb, r.Values["service_config"])})
+		case "google_cloud_run_v2_service":
+			tmpl := first(tb, r.Values["template"])
+			c := first(tb, tmpl["containers"].([]any)[:1])
+			limits := first(tb, c["resources"])["limits"].(map[string]any)
+			env := map[string]any{}
+			for _, e := range c["env"].([]any) {
+				e := e.(map[string]any)
+				env[e["name"].(string)] = e["value"]
+			}
+			timeout := mustDuration(tb, tmpl["timeout"].(string))
+			entry := map[string]string{"ingest": "IngestFleetEvents", "query": "QueryFleets"}[c["name"].(string)]
+			require.NotEmpty(tb, entry, "%s: a container named ingest or query", r.Address)
+			out = append(out, workload{r, entry, map[string]any{
+				"available_cpu": limits["cpu"], "available_memory": limits["memory"],
+				"max_instance_request_concurrency": tmpl["max_instance_request_concurrency"],
+				"max_instance_count":               first(tb, tmpl["scaling"])["max_instance_count"],
+				"timeout_seconds":                  timeout.Seconds(),
+				"environment_variables":            env,
+			}})
+		}
+	}
+	return out
 }
 
 // countWI counts the Workload Identity bindings among IAM members.

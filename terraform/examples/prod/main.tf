@@ -1,4 +1,5 @@
-# fleetcast in production: every game cluster, warm query instances, state
+# fleetcast in production: every game cluster, warm query instances, the
+# ingest and the query side as Cloud Run services billed by instance, state
 # in a GCS bucket (backend.tf). Every other setting is the module's default.
 
 terraform {
@@ -31,6 +32,16 @@ module "fleetcast" {
   query_invokers      = var.query_invokers
   readers             = var.readers
 
+  # Pushes every few milliseconds and streams open all month keep both
+  # sides' instances busy: billed by instance, they cost less than billed
+  # per request (BENCHMARKS.md §7 prices this deployment). Their images
+  # are in the module's registry before the services are created
+  # (terraform/README.md, "Production").
+  ingest_mode  = "service"
+  ingest_image = var.ingest_image
+  query_mode   = "service"
+  query_image  = var.query_image
+
   ingest_max_instances = 100
   query_min_instances  = 2
   query_max_instances  = 50
@@ -50,6 +61,10 @@ variable "region" {
   default = "europe-west1"
 }
 variable "clusters" { type = any }
+# The fleetcast-ingest and fleetcast-query images (make cloudbuild), by
+# digest: REGION-docker.pkg.dev/PROJECT/fleetcast/fleetcast-ingest@sha256:…
+variable "ingest_image" { type = string }
+variable "query_image" { type = string }
 variable "query_invokers" {
   type    = list(string)
   default = []

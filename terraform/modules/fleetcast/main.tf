@@ -112,6 +112,21 @@ locals {
     "${join(",", var.query_partitions[k])}=${local.query_partition_urls[k]}"])
   })
   query_memory_limit_mib = 460
+  # The ingest function's or service's settings (ingest_mode).
+  ingest_env = merge(local.firestore_env, {
+    TOMBSTONE_RETENTION  = var.tombstone_retention
+    EVENT_TIMEOUT        = "50s"
+    FULL_RECONCILE_EVERY = var.full_reconcile_every
+    TOPIC_PREFIX         = var.topic_prefix
+    MAX_CLOCK_SKEW       = var.max_clock_skew
+    # Half the instance's requests at most per cluster: one cluster's
+    # flood leaves room for the others' events and heartbeats.
+    MAX_CLUSTER_IN_FLIGHT = max(1, floor(var.ingest_concurrency / 2))
+  })
+  # The Cloud Run service the pushes reach, and its URL: the function's,
+  # or the ingest service's (ingest_mode).
+  ingest_service = var.ingest_mode == "function" ? google_cloudfunctions2_function.ingest[0].service_config[0].service : google_cloud_run_v2_service.ingest[0].name
+  ingest_url     = var.ingest_mode == "function" ? google_cloudfunctions2_function.ingest[0].service_config[0].uri : google_cloud_run_v2_service.ingest[0].uri
   # The Cloud Run service that answers queries: the function's, or the
   # query service's (query_mode).
   query_service = var.query_mode == "function" ? google_cloudfunctions2_function.query["all"].service_config[0].service : google_cloud_run_v2_service.query["all"].name
@@ -282,10 +297,10 @@ resource "google_pubsub_subscription" "ingest" {
   enable_message_ordering    = true
   message_retention_duration = local.message_retention
   push_config {
-    push_endpoint = "${google_cloudfunctions2_function.ingest.service_config[0].uri}/projects/${var.project_id}/topics/${google_pubsub_topic.events[each.key].name}"
+    push_endpoint = "${local.ingest_url}/projects/${var.project_id}/topics/${google_pubsub_topic.events[each.key].name}"
     oidc_token {
       service_account_email = google_service_account.push.email
-      audience              = google_cloudfunctions2_function.ingest.service_config[0].uri
+      audience              = local.ingest_url
     }
   }
   # A 429 from Cloud Run (every instance busy, or starting) counts as a
@@ -635,7 +650,9 @@ resource "google_storage_bucket_object" "source" {
   source = var.function_source_zip
 }
 
+# The ingest function (ingest_mode = "function").
 resource "google_cloudfunctions2_function" "ingest" {
+  count    = var.ingest_mode == "function" ? 1 : 0
   project  = var.project_id
   location = var.region
   name     = "${var.name_prefix}-ingest"
@@ -663,16 +680,7 @@ resource "google_cloudfunctions2_function" "ingest" {
     timeout_seconds                  = 60
     max_instance_count               = var.ingest_max_instances
     max_instance_request_concurrency = var.ingest_concurrency
-    environment_variables = merge(local.firestore_env, {
-      TOMBSTONE_RETENTION  = var.tombstone_retention
-      EVENT_TIMEOUT        = "50s"
-      FULL_RECONCILE_EVERY = var.full_reconcile_every
-      TOPIC_PREFIX         = var.topic_prefix
-      MAX_CLOCK_SKEW       = var.max_clock_skew
-      # Half the instance's requests at most per cluster: one cluster's
-      # flood leaves room for the others' events and heartbeats.
-      MAX_CLUSTER_IN_FLIGHT = max(1, floor(var.ingest_concurrency / 2))
-    })
+    environment_variables            = local.ingest_env
   }
   # Only once the indexes are built (the provider waits for their creation
   # to finish): a snapshot part's aggregation needs the reconcile index,
@@ -680,6 +688,57 @@ resource "google_cloudfunctions2_function" "ingest" {
   # feed's is there before the first write it must hold; and it may
   # announce on the change feed before its first event.
   depends_on = [time_sleep.services, time_sleep.build_roles, google_firestore_index.fleet_reconcile, google_firestore_index.fleet_feed,
+  google_pubsub_topic_iam_member.changes_publisher]
+}
+
+# The ingest function was one resource before ingest_mode.
+moved {
+  from = google_cloudfunctions2_function.ingest
+  to   = google_cloudfunctions2_function.ingest[0]
+}
+
+# ingest_mode = "service": cmd/fleetcast-ingest's image (ingest_image) on
+# Cloud Run, with the function's size, settings, identity and ingress.
+# With instance-based billing (ingest_instance_billing), an instance is
+# billed by the second while it runs, at the lower price and with no
+# request fee, rather than for each busy period rounded up to 100 ms plus
+# a fee per push: events arriving every few milliseconds keep an
+# instance busy anyway (BENCHMARKS.md §7 prices both).
+resource "google_cloud_run_v2_service" "ingest" {
+  count               = var.ingest_mode == "service" ? 1 : 0
+  project             = var.project_id
+  location            = var.region
+  name                = "${var.name_prefix}-ingest"
+  deletion_protection = false
+  # Only Pub/Sub pushes from this project reach it.
+  ingress = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+  template {
+    service_account                  = google_service_account.ingest.email
+    timeout                          = "60s"
+    max_instance_request_concurrency = var.ingest_concurrency
+    scaling {
+      max_instance_count = var.ingest_max_instances
+    }
+    containers {
+      name  = "ingest"
+      image = var.ingest_image
+      ports {
+        container_port = 8080
+      }
+      resources {
+        limits   = { cpu = "1", memory = "512Mi" }
+        cpu_idle = !var.ingest_instance_billing
+      }
+      dynamic "env" {
+        for_each = local.ingest_env
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+    }
+  }
+  depends_on = [time_sleep.services, google_firestore_index.fleet_reconcile, google_firestore_index.fleet_feed,
   google_pubsub_topic_iam_member.changes_publisher]
 }
 
@@ -796,11 +855,12 @@ resource "google_cloud_run_v2_service_iam_member" "query_merged_invoker" {
   member   = each.value
 }
 
-# Only the push subscription's account may invoke the ingest function.
+# Only the push subscription's account may invoke the ingest function or
+# service.
 resource "google_cloud_run_v2_service_iam_member" "ingest_invoker" {
   project  = var.project_id
   location = var.region
-  name     = google_cloudfunctions2_function.ingest.service_config[0].service
+  name     = local.ingest_service
   role     = "roles/run.invoker"
   member   = google_service_account.push.member
 }

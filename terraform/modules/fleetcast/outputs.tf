@@ -29,8 +29,8 @@ output "query_mtls_address" {
 }
 
 output "ingest_url" {
-  description = "URL of IngestFleetEvents (invoked only by the push subscription)."
-  value       = google_cloudfunctions2_function.ingest.service_config[0].uri
+  description = "URL of the ingest function or service (ingest_mode), invoked only by the push subscriptions."
+  value       = local.ingest_url
 }
 
 output "publisher_service_accounts" {

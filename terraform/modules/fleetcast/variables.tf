@@ -580,6 +580,32 @@ variable "query_mode" {
   }
 }
 
+variable "ingest_mode" {
+  type        = string
+  description = "How the ingest side runs: function (IngestFleetEvents on Cloud Functions, built from function_source_zip, billed per push) or service (cmd/fleetcast-ingest's image, ingest_image, on Cloud Run: the same handler, settings, identity and ingress, billed by instance with ingest_instance_billing). Pushes arrive every few milliseconds at any real scale, which keeps an instance busy either way: by instance it is billed once, at the lower price, with no fee per push (BENCHMARKS.md §7)."
+  default     = "function"
+  validation {
+    condition     = contains(["function", "service"], var.ingest_mode)
+    error_message = "ingest_mode must be function or service."
+  }
+}
+
+variable "ingest_image" {
+  type        = string
+  description = "The fleetcast-ingest image (cmd/fleetcast-ingest/Dockerfile) for ingest_mode = service, e.g. REGION-docker.pkg.dev/PROJECT/fleetcast/fleetcast-ingest@sha256:…"
+  default     = null
+  validation {
+    condition     = var.ingest_mode != "service" || (var.ingest_image != null && can(regex("^[a-z0-9.-]+(:[0-9]+)?/[^:@ ]+(:[A-Za-z0-9._-]+)?(@sha256:[0-9a-f]{64})?$", var.ingest_image)))
+    error_message = "ingest_image is required with ingest_mode = service: an image reference such as europe-west1-docker.pkg.dev/PROJECT/fleetcast/fleetcast-ingest:0.3.0 (a digest is better)."
+  }
+}
+
+variable "ingest_instance_billing" {
+  type        = bool
+  description = "With ingest_mode = \"service\": bill the ingest service's instances by instance (CPU always allocated) rather than by request. false: request-based billing, cheaper only for an ingest idle most of the month (few clusters, rare changes)."
+  default     = true
+}
+
 variable "query_image" {
   type        = string
   description = "The fleetcast-query image (cmd/fleetcast-query/Dockerfile) for query_mode = service, e.g. REGION-docker.pkg.dev/PROJECT/fleetcast/fleetcast-query@sha256:…"

@@ -26,6 +26,8 @@ variables {
     "xbox-ap" = { gke_project = "studio-game-ap", node_service_account = "gke-nodes@studio-game-ap.iam.gserviceaccount.com" }
   }
   query_invokers = ["group:matchmakers@studio.example"]
+  ingest_image   = "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-ingest@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  query_image    = "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-query@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 }
 
 run "prod_publishes_every_cluster" {

@@ -179,11 +179,11 @@ run "each_service_account_has_exactly_its_roles" {
     error_message = "the functions and each publisher write their spans, nothing else"
   }
   assert {
-    condition     = google_cloudfunctions2_function.ingest.service_config[0].environment_variables["TRACE_SAMPLE_RATIO"] == "0.01" && google_cloudfunctions2_function.query["all"].service_config[0].environment_variables["TRACE_SAMPLE_RATIO"] == "0.01"
+    condition     = google_cloudfunctions2_function.ingest[0].service_config[0].environment_variables["TRACE_SAMPLE_RATIO"] == "0.01" && google_cloudfunctions2_function.query["all"].service_config[0].environment_variables["TRACE_SAMPLE_RATIO"] == "0.01"
     error_message = "both functions sample trace_sample_ratio"
   }
   assert {
-    condition     = google_cloudfunctions2_function.ingest.service_config[0].service_account_email == "fleetcast-ingest@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query["all"].service_config[0].service_account_email == "fleetcast-query@studio-fleets.iam.gserviceaccount.com"
+    condition     = google_cloudfunctions2_function.ingest[0].service_config[0].service_account_email == "fleetcast-ingest@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query["all"].service_config[0].service_account_email == "fleetcast-query@studio-fleets.iam.gserviceaccount.com"
     error_message = "each function runs as its own service account"
   }
 }
@@ -191,11 +191,11 @@ run "each_service_account_has_exactly_its_roles" {
 run "functions_run_the_code_entry_points" {
   command = apply
   assert {
-    condition     = google_cloudfunctions2_function.ingest.build_config[0].entry_point == "IngestFleetEvents" && google_cloudfunctions2_function.query["all"].build_config[0].entry_point == "QueryFleets"
+    condition     = google_cloudfunctions2_function.ingest[0].build_config[0].entry_point == "IngestFleetEvents" && google_cloudfunctions2_function.query["all"].build_config[0].entry_point == "QueryFleets"
     error_message = "entry points must be the registered function names"
   }
   assert {
-    condition     = startswith(google_storage_bucket_object.source.name, "functions-") && google_cloudfunctions2_function.ingest.build_config[0].source[0].storage_source[0].object == google_storage_bucket_object.source.name
+    condition     = startswith(google_storage_bucket_object.source.name, "functions-") && google_cloudfunctions2_function.ingest[0].build_config[0].source[0].storage_source[0].object == google_storage_bucket_object.source.name
     error_message = "the functions deploy the uploaded source, named by its content"
   }
 }
@@ -205,11 +205,11 @@ run "the_push_endpoint_names_the_topic" {
   assert {
     # The Functions Framework takes the CloudEvent's source from
     # /projects/P/topics/T in the request path.
-    condition     = google_pubsub_subscription.ingest["pc-eu"].push_config[0].push_endpoint == "${google_cloudfunctions2_function.ingest.service_config[0].uri}/projects/studio-fleets/topics/fleet-events-pc-eu"
+    condition     = google_pubsub_subscription.ingest["pc-eu"].push_config[0].push_endpoint == "${google_cloudfunctions2_function.ingest[0].service_config[0].uri}/projects/studio-fleets/topics/fleet-events-pc-eu"
     error_message = "push to <function URL>/projects/<project>/topics/<topic>: ${google_pubsub_subscription.ingest["pc-eu"].push_config[0].push_endpoint}"
   }
   assert {
-    condition     = google_pubsub_subscription.ingest["pc-eu"].push_config[0].oidc_token[0].audience == google_cloudfunctions2_function.ingest.service_config[0].uri
+    condition     = google_pubsub_subscription.ingest["pc-eu"].push_config[0].oidc_token[0].audience == google_cloudfunctions2_function.ingest[0].service_config[0].uri
     error_message = "the push token's audience is the function's URL"
   }
 }
@@ -224,7 +224,7 @@ run "no_message_outlives_a_tombstone" {
     error_message = "the subscription, the dead letters and the topic each keep half of the 72 h tombstone retention"
   }
   assert {
-    condition     = google_cloudfunctions2_function.ingest.service_config[0].environment_variables["TOMBSTONE_RETENTION"] == "72h"
+    condition     = google_cloudfunctions2_function.ingest[0].service_config[0].environment_variables["TOMBSTONE_RETENTION"] == "72h"
     error_message = "the function keeps tombstones as long as the module says"
   }
 }
@@ -249,7 +249,7 @@ run "every_attempt_before_the_subscription_drops_the_message" {
 run "builds_run_as_their_own_account" {
   command = apply
   assert {
-    condition     = google_cloudfunctions2_function.ingest.build_config[0].service_account == "projects/studio-fleets/serviceAccounts/fleetcast-build@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query["all"].build_config[0].service_account == google_cloudfunctions2_function.ingest.build_config[0].service_account
+    condition     = google_cloudfunctions2_function.ingest[0].build_config[0].service_account == "projects/studio-fleets/serviceAccounts/fleetcast-build@studio-fleets.iam.gserviceaccount.com" && google_cloudfunctions2_function.query["all"].build_config[0].service_account == google_cloudfunctions2_function.ingest[0].build_config[0].service_account
     error_message = "both functions build as the build service account"
   }
   assert {
@@ -272,7 +272,7 @@ run "functions_run_on_a_valid_cloud_run_size" {
     # Cloud Run: concurrency above 1 needs at least one vCPU, and one vCPU
     # takes 512 MiB to 4 GiB (terraform/crosscheck_test.go checks the rule
     # on the planned environments too).
-    condition     = alltrue([for f in [google_cloudfunctions2_function.ingest, google_cloudfunctions2_function.query["all"]] : f.service_config[0].available_cpu == "1" && contains(["512Mi", "1Gi", "2Gi", "4Gi"], f.service_config[0].available_memory)])
+    condition     = alltrue([for f in [google_cloudfunctions2_function.ingest[0], google_cloudfunctions2_function.query["all"]] : f.service_config[0].available_cpu == "1" && contains(["512Mi", "1Gi", "2Gi", "4Gi"], f.service_config[0].available_memory)])
     error_message = "both functions run on one vCPU with 512 MiB to 4 GiB"
   }
 }
@@ -337,13 +337,60 @@ run "outputs_give_each_cluster_its_publisher_flags" {
 run "the_ingest_function_knows_the_topics_and_is_internal" {
   command = apply
   assert {
-    condition     = google_cloudfunctions2_function.ingest.service_config[0].environment_variables["TOPIC_PREFIX"] == "fleet-events-" && google_cloudfunctions2_function.ingest.service_config[0].environment_variables["MAX_CLOCK_SKEW"] == "10m"
+    condition     = google_cloudfunctions2_function.ingest[0].service_config[0].environment_variables["TOPIC_PREFIX"] == "fleet-events-" && google_cloudfunctions2_function.ingest[0].service_config[0].environment_variables["MAX_CLOCK_SKEW"] == "10m"
     error_message = "the function binds each topic to its cluster with the module's prefix"
   }
   assert {
-    condition     = google_cloudfunctions2_function.ingest.service_config[0].ingress_settings == "ALLOW_INTERNAL_ONLY"
+    condition     = google_cloudfunctions2_function.ingest[0].service_config[0].ingress_settings == "ALLOW_INTERNAL_ONLY"
     error_message = "only Pub/Sub pushes from the project reach the ingest function"
   }
+}
+
+# ingest_mode = "service": the same handler from cmd/fleetcast-ingest's
+# image, with the function's settings, identity and ingress, billed by
+# instance; the pushes reach it instead. Cloud Run refuses PORT among a
+# container's variables.
+run "the_ingest_service_takes_the_functions_place" {
+  command = apply
+  variables {
+    ingest_mode  = "service"
+    ingest_image = "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-ingest:0.3.0"
+  }
+  assert {
+    condition     = length(google_cloudfunctions2_function.ingest) == 0 && length(google_cloud_run_v2_service.ingest) == 1
+    error_message = "ingest_mode = service replaces the ingest function by the Cloud Run service"
+  }
+  assert {
+    condition     = google_cloud_run_v2_service.ingest[0].template[0].containers[0].resources[0].cpu_idle == false && google_cloud_run_v2_service.ingest[0].ingress == "INGRESS_TRAFFIC_INTERNAL_ONLY"
+    error_message = "billed by instance (ingest_instance_billing), and only Pub/Sub pushes from the project reach it"
+  }
+  assert {
+    condition = (
+      { for e in google_cloud_run_v2_service.ingest[0].template[0].containers[0].env : e.name => e.value } ==
+      { for k, v in local.ingest_env : k => tostring(v) }
+    ) && !contains([for e in google_cloud_run_v2_service.ingest[0].template[0].containers[0].env : e.name], "PORT")
+    error_message = "the service reads the function's variables, never PORT (Cloud Run's own)"
+  }
+  assert {
+    condition     = google_cloud_run_v2_service.ingest[0].template[0].service_account == "fleetcast-ingest@studio-fleets.iam.gserviceaccount.com" && google_cloud_run_v2_service.ingest[0].template[0].timeout == "60s" && google_cloud_run_v2_service.ingest[0].template[0].max_instance_request_concurrency == 8 && google_cloud_run_v2_service.ingest[0].template[0].containers[0].resources[0].limits.cpu == "1"
+    error_message = "the function's identity, timeout, concurrency and one vCPU"
+  }
+  assert {
+    condition     = google_pubsub_subscription.ingest["pc-eu"].push_config[0].push_endpoint == "${google_cloud_run_v2_service.ingest[0].uri}/projects/studio-fleets/topics/fleet-events-pc-eu" && google_pubsub_subscription.ingest["pc-eu"].push_config[0].oidc_token[0].audience == google_cloud_run_v2_service.ingest[0].uri
+    error_message = "the pushes reach the service, with a token for it"
+  }
+  assert {
+    condition     = google_cloud_run_v2_service_iam_member.ingest_invoker.name == google_cloud_run_v2_service.ingest[0].name && output.ingest_url == google_cloud_run_v2_service.ingest[0].uri
+    error_message = "only the push account may invoke the service"
+  }
+}
+
+run "the_ingest_service_needs_its_image" {
+  command = plan
+  variables {
+    ingest_mode = "service"
+  }
+  expect_failures = [var.ingest_image]
 }
 
 run "firestore_roles_hold_on_the_fleetcast_database_only" {
