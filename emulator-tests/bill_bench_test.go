@@ -544,6 +544,7 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 			ClusterWritesPerPart:          writes(firestoredb.CauseCluster) / parts,
 			FullReconcileEvery:            firestoredb.DefaultFullReconcileEvery,
 			BilledSecondsPerInvocation:    fcBilled,
+			IngestInstances:               float64(fcInstances),
 			LogBytesPerInvocation:         d(func(k counts) int64 { return k.logBytes }) / nonzero("invocation", invocations),
 			ExcludedLogBytesPerInvocation: d(func(k counts) int64 { return k.excludedLogBytes }) / nonzero("invocation", invocations),
 			ViewSyncReadsPerSecond:        d(func(k counts) int64 { return k.viewSyncs }) / elapsed.Seconds(),
@@ -575,7 +576,6 @@ func benchmarkBill(b *testing.B, c *controlplane.ControlPlane) {
 	b.ReportMetric(ingestConcurrency, "ingest-concurrency")
 	b.ReportMetric(fcBilledOne, "fc-one-cluster-billed-s/invocation")
 	b.ReportMetric(blBilledOne, "bl-one-cluster-billed-s/invocation")
-	b.ReportMetric(float64(fcInstances), "fc-ingest-instances")
 	b.ReportMetric(float64(blInstances), "bl-consumer-instances")
 	b.ReportMetric(float64(fleets), "fleets")
 	b.ReportMetric(float64(hotPatches.Load()), "hot-updates")

@@ -34,6 +34,11 @@ type Deployment struct {
 	QueryInstances int
 	// What each function instance is deployed with (Terraform).
 	InstanceVCPU, InstanceGiB float64
+	// How the ingest and the query side are billed: by instance, as
+	// services (Terraform's ingest_mode and query_mode = "service", with
+	// ingest_instance_billing and query_instance_billing), or by request,
+	// as functions (the module's default modes).
+	IngestInstanceBilled, QueryInstanceBilled bool
 	// fleetcast's intervals: the publisher's; the query views' full
 	// loads (every FollowResync while they follow the change feed, as
 	// streams keep them doing) and checks of each cluster
@@ -78,6 +83,8 @@ var Reference = Deployment{
 	Matchmakers: 20, QueriesPerSecond: 10,
 	QueryInstances: 2, // the prod environment's query_min_instances
 	InstanceVCPU:   1, InstanceGiB: 0.5,
+	// The prod environment's: both sides as services, billed by instance.
+	IngestInstanceBilled: true, QueryInstanceBilled: true,
 	SnapshotInterval:  publisher.DefaultConfig().SnapshotInterval,
 	RefreshInterval:   publisher.DefaultConfig().RefreshInterval,
 	FollowResync:      fleetapi.DefaultFollowResync,
@@ -167,6 +174,11 @@ type FleetcastUnits struct {
 	ApplyReadsPerUpsert, WritesPerChange                             float64
 	ReconcileReadsPerPart, ClusterReadsPerPart, ClusterWritesPerPart float64
 	FullReconcileEvery                                               float64
+	// The most ingest instances busy at once on the deployment's trace
+	// of pushes (InstanceTime, at the deployed ingest_concurrency): what
+	// an instance-billed ingest keeps all month, at the clusters measured
+	// (the reference's).
+	IngestInstances float64
 	// Instance seconds billed per ingest invocation (InstanceTime), log
 	// bytes per invocation, and those of them the module's exclusion
 	// (ingest_ingested_events) keeps out of storage.
@@ -264,12 +276,32 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 
 	b := Bill{System: "fleetcast"}
 	read := readSide(d, u, fleetWrites, p)
-	b.Lines = []Line{
-		pubsub("publish", bytes, bytesF, p),
-		pubsub("push delivery", bytes, bytesF, p),
+	// The ingest billed per push (a function), and by instance (a
+	// service): one is the bill's, the other its option.
+	perPush := []Line{
 		requests("ingest function", msgs*month, msgsF+" × "+n(month)+" s", p),
 		instanceTime("ingest function", msgs*month*u.BilledSecondsPerInvocation, instance, instanceF,
 			fmt.Sprintf("%s × %s s × %s s billed per invocation", msgsF, n(month), n(u.BilledSecondsPerInvocation))),
+	}
+	ingestInstances := math.Max(1, math.Ceil(u.IngestInstances*float64(d.Clusters)/float64(Reference.Clusters)))
+	byInstance := instanceBilled(d, p, "ingest service (ingest_mode = \"service\", ingest_instance_billing)", ingestInstances,
+		fmt.Sprintf("max(1, ⌈%s instances busy at once at %s clusters × %s ÷ %s clusters⌉)", n(u.IngestInstances), n(float64(Reference.Clusters)),
+			n(float64(d.Clusters)), n(float64(Reference.Clusters))))
+	ingestLines, ingestOption := perPush, byInstance
+	ingestOption.Item = fmt.Sprintf("%s, in place of the ingest function's requests and instance time (%s)", byInstance.Item, usd(total(perPush)))
+	if d.IngestInstanceBilled {
+		ingestLines = []Line{byInstance}
+		ingestOption = Line{Component: "Cloud Run requests and instance time",
+			Item:    fmt.Sprintf("ingest_mode = \"function\" (billed per push), in place of the ingest service's instances (%s)", usd(byInstance.Cost)),
+			Formula: perPush[0].Formula + " requests; " + perPush[1].Formula, Quantity: perPush[0].Quantity, Unit: "requests",
+			Cost: total(perPush), PriceText: perPush[0].PriceText + "; " + perPush[1].PriceText}
+	}
+	b.Lines = []Line{
+		pubsub("publish", bytes, bytesF, p),
+		pubsub("push delivery", bytes, bytesF, p),
+	}
+	b.Lines = append(b.Lines, ingestLines...)
+	b.Lines = append(b.Lines, []Line{
 		reads("ingest: upserts", upserts*u.ApplyReadsPerUpsert*month,
 			fmt.Sprintf("%s × %s × %s s", upsertsF, n(u.ApplyReadsPerUpsert), n(month)), p),
 		writesLine("ingest: changes", fleetWrites*month, fmt.Sprintf("%s × %s × %s s", changesF, n(u.WritesPerChange), n(month)), p),
@@ -280,23 +312,23 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 		writesLine("ingest: cluster documents", clusterWrites*month, fmt.Sprintf("%s × %s × %s s", partsF, n(u.ClusterWritesPerPart), n(month)), p),
 		{Component: "Firestore deletes", Item: "tombstones' TTL deletes", Formula: "fleets deleted per month × 1 (none in this deployment)",
 			Quantity: 0, Unit: "deletes", Price: p.FirestoreDeletesPer100k / 1e5, PriceText: fmt.Sprintf("$%.2f per 100 000", p.FirestoreDeletesPer100k)},
-	}
+	}...)
 	b.Lines = append(b.Lines, read...)
 	b.Lines = append(b.Lines, []Line{
-		logging("ingest function", msgs*(u.LogBytesPerInvocation-u.ExcludedLogBytesPerInvocation)*month,
+		logging("ingest", msgs*(u.LogBytesPerInvocation-u.ExcludedLogBytesPerInvocation)*month,
 			fmt.Sprintf("%s × (%s B − %s B excluded by the module) × %s s", msgsF, n(u.LogBytesPerInvocation),
 				n(u.ExcludedLogBytesPerInvocation), n(month)), p),
 		// Terraform excludes the accepted pushes' entries from the _Default
 		// sink (ingest_accepted_pushes): not stored, not billed. A refused
 		// push's is kept; refusals are not modelled.
-		logging("ingest function: Cloud Run request logs", 0,
+		logging("ingest: Cloud Run request logs", 0,
 			fmt.Sprintf("%s pushes × %d B, excluded by the module (refused pushes' entries kept, not modelled)", msgsF, RequestLogBytes), p),
 		traces(d, msgs, msgsF, p),
 	}...)
 	b.Lines = append(b.Lines, alerting(d, p)...)
 	b.Matchmaker = reads("one directly-listening matchmaker", writes*ListenerReadsPerWrite*month,
 		fmt.Sprintf("%s writes/s × %s × %s s", n(writes), n(ListenerReadsPerWrite), n(month)), p)
-	b.Options = append(metricsExport(d, p), instanceBilledQuery(d, p),
+	b.Options = append(metricsExport(d, p), ingestOption, queryOption(d, p),
 		logging("store_ingested_event_logs = true: the ingested events' lines stored", msgs*u.ExcludedLogBytesPerInvocation*month,
 			fmt.Sprintf("%s × %s B × %s s", msgsF, n(u.ExcludedLogBytesPerInvocation), n(month)), p))
 	return b
@@ -306,54 +338,100 @@ func Fleetcast(d Deployment, u FleetcastUnits, p PriceTable) Bill {
 // times a second: the change feed that announces each write to every
 // query instance, the query function's views (each instance's syncs, its
 // listener's reads of every fleet write when it follows none, its
-// resync) serving the queries and the matchmakers' streams, the
-// function's requests, and its instances, which the streams keep busy.
+// resync) serving the queries and the matchmakers' streams, and its
+// instances, which the streams keep busy, billed as d bills them.
 func readSide(d Deployment, u FleetcastUnits, fleetWrites float64, p PriceTable) []Line {
 	month := seconds(Month)
 	instances := float64(d.QueryInstances)
 	feedBytes := fleetWrites * u.AnnouncementsPerWrite * u.BilledBytesPerAnnouncement * month
 	feedF := fmt.Sprintf("%s fleet writes/s × %s announcements per write × %s B × %s s", n(fleetWrites), n(u.AnnouncementsPerWrite),
 		n(u.BilledBytesPerAnnouncement), n(month))
-	instance := d.InstanceVCPU*p.RunPerVCPUSecond + d.InstanceGiB*p.RunPerGiBSecond
-	instanceF := fmt.Sprintf("%s vCPU + %s GiB", n(d.InstanceVCPU), n(d.InstanceGiB))
 	// A check of a cluster is one aggregation, billed a read per 1 000
 	// fleets it counts (at least one).
 	checks := float64(d.Clusters) * math.Ceil(float64(d.FleetsPerCluster)/1000) / seconds(d.CheckInterval)
 	view := instances * (u.ViewSyncReadsPerSecond + u.ViewListenReadsPerWrite*fleetWrites + d.Fleets()/seconds(d.FollowResync) + checks)
-	return []Line{
+	lines := []Line{
 		pubsub("change feed: publish", feedBytes, feedF, p),
 		pubsub("change feed: delivery to each query instance", instances*feedBytes, n(instances)+" instances × "+feedF, p),
-		reads("query function's views (queries and streams)", view*month,
+		reads("query side's views (queries and streams)", view*month,
 			fmt.Sprintf("%s instances × (%s syncs' reads/s + %s listener reads per fleet write × %s fleet writes/s + %s fleets ÷ %s s full load + %s clusters × ⌈%s fleets ÷ 1 000⌉ ÷ %s s checks) × %s s",
 				n(instances), n(u.ViewSyncReadsPerSecond), n(u.ViewListenReadsPerWrite), n(fleetWrites), n(d.Fleets()), n(seconds(d.FollowResync)),
 				n(float64(d.Clusters)), n(float64(d.FleetsPerCluster)), n(seconds(d.CheckInterval)), n(month)), p),
+	}
+	lines = append(lines, queryInstances(d, p)...)
+	return append(lines,
+		logging("query side: Cloud Run request logs", (d.QueriesPerSecond+float64(d.Matchmakers)/seconds(d.StreamLifetime))*RequestLogBytes*month,
+			fmt.Sprintf("(%s queries/s + %s streams ÷ %s s) × %d B × %s s", n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), RequestLogBytes, n(month)), p),
+	)
+}
+
+// queryPerRequest is the query side billed by request (the functions):
+// its requests, and its instances' time, which the streams keep busy.
+func queryPerRequest(d Deployment, p PriceTable) []Line {
+	month := seconds(Month)
+	instance := d.InstanceVCPU*p.RunPerVCPUSecond + d.InstanceGiB*p.RunPerGiBSecond
+	return []Line{
 		requests("query function", (d.QueriesPerSecond+float64(d.Matchmakers)/seconds(d.StreamLifetime))*month,
 			fmt.Sprintf("(%s queries/s + %s streams ÷ %s s) × %s s", n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), n(month)), p),
-		instanceTime("query function", float64(d.QueryInstances)*month, instance, instanceF,
+		instanceTime("query function", float64(d.QueryInstances)*month, instance, fmt.Sprintf("%s vCPU + %s GiB", n(d.InstanceVCPU), n(d.InstanceGiB)),
 			fmt.Sprintf("%s instances × %s s (streams keep them busy)", n(float64(d.QueryInstances)), n(month))),
-		logging("query function: Cloud Run request logs", (d.QueriesPerSecond+float64(d.Matchmakers)/seconds(d.StreamLifetime))*RequestLogBytes*month,
-			fmt.Sprintf("(%s queries/s + %s streams ÷ %s s) × %d B × %s s", n(d.QueriesPerSecond), n(float64(d.Matchmakers)), n(seconds(d.StreamLifetime)), RequestLogBytes, n(month)), p),
 	}
 }
 
-// instanceBilledQuery is what the query side costs as a service with
-// instance-based billing (query_mode = "service", query_instance_billing):
-// its instances, which the streams keep alive the whole month anyway,
-// billed every second at the lower price, and no request fee; in place of
-// the function's instance time and requests.
-func instanceBilledQuery(d Deployment, p PriceTable) Line {
+// queryByInstance is the query side as a service billed by instance
+// (query_mode = "service", query_instance_billing): its instances, which
+// the streams keep alive the whole month anyway, billed every second at
+// the lower price, and no request fee.
+func queryByInstance(d Deployment, p PriceTable) Line {
+	return instanceBilled(d, p, "query service (query_mode = \"service\", query_instance_billing)", float64(d.QueryInstances), "")
+}
+
+// queryInstances are the query side's instance lines as d bills them.
+func queryInstances(d Deployment, p PriceTable) []Line {
+	if d.QueryInstanceBilled {
+		return []Line{queryByInstance(d, p)}
+	}
+	return queryPerRequest(d, p)
+}
+
+// queryOption is the query side billed the other way than d bills it,
+// in place of what d pays.
+func queryOption(d Deployment, p PriceTable) Line {
+	perRequest, byInstance := queryPerRequest(d, p), queryByInstance(d, p)
+	if d.QueryInstanceBilled {
+		return Line{Component: "Cloud Run requests and instance time",
+			Item:    fmt.Sprintf("query_mode = \"function\" (billed by request), in place of the query service's instances (%s)", usd(byInstance.Cost)),
+			Formula: perRequest[0].Formula + " requests; " + perRequest[1].Formula, Quantity: perRequest[0].Quantity, Unit: "requests",
+			Cost: total(perRequest), PriceText: perRequest[0].PriceText + "; " + perRequest[1].PriceText}
+	}
+	byInstance.Item = fmt.Sprintf("%s, in place of the query function's instance time and requests (%s)", byInstance.Item, usd(total(perRequest)))
+	return byInstance
+}
+
+// instanceBilled is a Cloud Run service's instances billed by instance:
+// every second of each instance's life at the instance-based price, no
+// request fee. instancesF says where the count comes from, if anywhere.
+func instanceBilled(d Deployment, p PriceTable, item string, instances float64, instancesF string) Line {
 	month := seconds(Month)
-	instances := float64(d.QueryInstances)
-	requestBased := instances*month*(d.InstanceVCPU*p.RunPerVCPUSecond+d.InstanceGiB*p.RunPerGiBSecond) +
-		(d.QueriesPerSecond+float64(d.Matchmakers)/seconds(d.StreamLifetime))*month*p.RunPerMillionRequests/1e6
 	price := d.InstanceVCPU*p.RunInstancePerVCPUSecond + d.InstanceGiB*p.RunInstancePerGiBSecond
-	return Line{Component: "Cloud Run instance time",
-		Item: fmt.Sprintf("query_mode = \"service\" with instance-based billing (query_instance_billing), in place of the query function's instance time and requests ($%.2f)", requestBased),
-		Formula: fmt.Sprintf("%s instances × %s s × (%s vCPU × $%s + %s GiB × $%s)", n(instances), n(month), n(d.InstanceVCPU), n(p.RunInstancePerVCPUSecond),
+	count := n(instances) + " instances"
+	if instancesF != "" {
+		count = n(instances) + " instances (" + instancesF + ")"
+	}
+	return Line{Component: "Cloud Run instance time", Item: fmt.Sprintf("%s (%s vCPU + %s GiB)", item, n(d.InstanceVCPU), n(d.InstanceGiB)),
+		Formula: fmt.Sprintf("%s × %s s × (%s vCPU × $%s + %s GiB × $%s)", count, n(month), n(d.InstanceVCPU), n(p.RunInstancePerVCPUSecond),
 			n(d.InstanceGiB), n(p.RunInstancePerGiBSecond)),
 		Quantity: instances * month, Unit: "instance-seconds", Price: price,
 		PriceText: fmt.Sprintf("$%s per instance-second", n(price))}.costed()
 }
+
+// total is the lines' cost.
+func total(lines []Line) float64 {
+	return Bill{Lines: lines}.Total()
+}
+
+// usd formats a cost in dollars and cents.
+func usd(v float64) string { return fmt.Sprintf("$%.2f", v) }
 
 // traces is Cloud Trace's line: the sampled share of the messages' and the
 // queries' spans.
@@ -561,6 +639,7 @@ func (m *Measured) metrics() []struct {
 		{"fc-cluster-writes/part", &f.ClusterWritesPerPart},
 		{"fc-full-reconcile-every", &f.FullReconcileEvery},
 		{"fc-billed-s/invocation", &f.BilledSecondsPerInvocation},
+		{"fc-ingest-instances", &f.IngestInstances},
 		{"fc-log-bytes/invocation", &f.LogBytesPerInvocation},
 		{"fc-excluded-log-bytes/invocation", &f.ExcludedLogBytesPerInvocation},
 		{"fc-view-sync-reads/s", &f.ViewSyncReadsPerSecond},

@@ -70,7 +70,7 @@ func units() Measured {
 			MsgsPerHotFleetSecond: 1, MsgsPerSpreadChange: 1, RefreshesPerFleetInterval: 0.5, PartsPerSnapshot: 1,
 			BilledBytesPerUpsert: 1000, BilledBytesPerPart: 20000, ApplyReadsPerUpsert: 1, WritesPerChange: 1,
 			ReconcileReadsPerPart: 1, ClusterReadsPerPart: 1, ClusterWritesPerPart: 1, FullReconcileEvery: 240,
-			BilledSecondsPerInvocation: 0.1, LogBytesPerInvocation: 300, ExcludedLogBytesPerInvocation: 250,
+			BilledSecondsPerInvocation: 0.1, IngestInstances: 1, LogBytesPerInvocation: 300, ExcludedLogBytesPerInvocation: 250,
 			ViewSyncReadsPerSecond: 4, ViewListenReadsPerWrite: 2, AnnouncementsPerWrite: 1.1, BilledBytesPerAnnouncement: 1200,
 		},
 		Baseline: BaselineUnits{MsgsPerChange: 1, MsgsPerFleetRepublish: 1, BilledBytesPerMsg: 1000, WritesPerMsg: 1,
@@ -89,9 +89,17 @@ func line(t *testing.T, b Bill, component, item string) Line {
 	return Line{}
 }
 
+// functions is the reference deployment in the module's default modes:
+// the ingest and the query side as functions, billed by request.
+func functions() Deployment {
+	d := Reference
+	d.IngestInstanceBilled, d.QueryInstanceBilled = false, false
+	return d
+}
+
 func TestFleetcastBillFollowsTheDeployment(t *testing.T) {
 	u := units().Fleetcast
-	b := Fleetcast(Reference, u, Prices)
+	b := Fleetcast(functions(), u, Prices)
 	month := Month.Seconds()
 	// 2 hot fleets × 1 msg/s, 60 spread changes/s, 10 000 fleets × 0.5
 	// refreshes per 600 s, 10 clusters × 1 part per 30 s.
@@ -99,16 +107,17 @@ func TestFleetcastBillFollowsTheDeployment(t *testing.T) {
 	parts := 10 / 30.0
 	assert.InDelta(t, (upserts*1000+parts*20000)*month/(1<<40), line(t, b, "Pub/Sub", "publish").Quantity, 1e-9)
 	assert.InDelta(t, (upserts+parts)*month, line(t, b, "Cloud Run requests", "ingest function").Quantity, 1e-3)
+	assert.InDelta(t, (upserts+parts)*month*0.1, line(t, b, "Cloud Run instance time", "ingest function (1 vCPU + 0.5 GiB)").Quantity, 1e-3)
 	assert.InDelta(t, 62*month, line(t, b, "Firestore writes", "ingest: changes").Quantity, 1e-3)
 	assert.InDelta(t, parts*(1+1000/240.0)*month, line(t, b, "Firestore reads", "ingest: snapshot reconcile").Quantity, 1e-3)
 	writes := 62 + parts
 	// The view's listener follows the fleets, not the cluster documents;
 	// it loads every fleet every 6 h, and checks each of the 10 clusters
 	// (1 000 fleets: one read) every 5 min.
-	assert.InDelta(t, 2*(4+2*62+10000/21600.0+10/300.0)*month, line(t, b, "Firestore reads", "query function's views (queries and streams)").Quantity, 1e-3)
+	assert.InDelta(t, 2*(4+2*62+10000/21600.0+10/300.0)*month, line(t, b, "Firestore reads", "query side's views (queries and streams)").Quantity, 1e-3)
 	// The ingest's lines, less those the module excludes; what storing
 	// them would add.
-	assert.InDelta(t, (upserts+parts)*50*month/(1<<30), line(t, b, "Cloud Logging", "ingest function").Quantity, 1e-9)
+	assert.InDelta(t, (upserts+parts)*50*month/(1<<30), line(t, b, "Cloud Logging", "ingest").Quantity, 1e-9)
 	assert.InDelta(t, (upserts+parts)*250*month/(1<<30), b.Options[len(b.Options)-1].Quantity, 1e-9)
 	// The query side billed by instance: its 2 instances every second
 	// at the lower price, no request fee; less than the function's.
@@ -117,6 +126,9 @@ func TestFleetcastBillFollowsTheDeployment(t *testing.T) {
 	assert.Less(t, byInstance.Cost, line(t, b, "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)").Cost+
 		line(t, b, "Cloud Run requests", "query function").Cost)
 	assert.InDelta(t, 2*month*(0.000024+0.5*0.0000025), line(t, b, "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)").Cost, 1e-6)
+	// The ingest billed by instance: the one instance busy at once, all
+	// month.
+	assert.InDelta(t, month*(0.000018+0.5*0.000002), b.Options[len(b.Options)-3].Cost, 1e-6)
 	// The change feed: each fleet write announced 1.1 times, published
 	// once and delivered to each of the 2 query instances.
 	feed := 62 * 1.1 * 1200 * month / (1 << 40)
@@ -134,8 +146,41 @@ func TestFleetcastBillFollowsTheDeployment(t *testing.T) {
 
 	// Twice the hot fleets' messages: twice their share of the requests.
 	u.MsgsPerHotFleetSecond = 2
-	more := Fleetcast(Reference, u, Prices)
+	more := Fleetcast(functions(), u, Prices)
 	assert.InDelta(t, 2*month, line(t, more, "Cloud Run requests", "ingest function").Quantity-line(t, b, "Cloud Run requests", "ingest function").Quantity, 1e-3)
+}
+
+// TestInstanceBillingReplacesTheRequestLines: the reference (the prod
+// environment) runs both sides as services billed by instance. Their
+// instance lines replace the functions' requests and instance time, which
+// become its options at the same cost they have in the functions' bill;
+// every other line is the same.
+func TestInstanceBillingReplacesTheRequestLines(t *testing.T) {
+	u := units().Fleetcast
+	month := Month.Seconds()
+	instance := 0.000018 + 0.5*0.000002
+	fn, svc := Fleetcast(functions(), u, Prices), Fleetcast(Reference, u, Prices)
+	ingest := line(t, svc, "Cloud Run instance time", "ingest service (ingest_mode = \"service\", ingest_instance_billing) (1 vCPU + 0.5 GiB)")
+	assert.InDelta(t, month*instance, ingest.Cost, 1e-6, "the one instance busy at once, all month")
+	query := line(t, svc, "Cloud Run instance time", "query service (query_mode = \"service\", query_instance_billing) (1 vCPU + 0.5 GiB)")
+	assert.InDelta(t, 2*month*instance, query.Cost, 1e-6)
+	for _, l := range svc.Lines {
+		assert.NotEqual(t, "Cloud Run requests", l.Component, "no request fee by instance")
+		assert.False(t, strings.HasPrefix(l.Item, "ingest function") || strings.HasPrefix(l.Item, "query function"), "no function's line: %s", l.Item)
+	}
+	ingestFn := line(t, fn, "Cloud Run requests", "ingest function").Cost + line(t, fn, "Cloud Run instance time", "ingest function (1 vCPU + 0.5 GiB)").Cost
+	queryFn := line(t, fn, "Cloud Run requests", "query function").Cost + line(t, fn, "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)").Cost
+	assert.InDelta(t, fn.Total()-ingestFn-queryFn+ingest.Cost+query.Cost, svc.Total(), 1e-6, "only the billing of the two sides differs")
+	assert.InDelta(t, ingestFn, svc.Options[2].Cost, 1e-6, "the ingest function, as an option")
+	assert.Contains(t, svc.Options[2].Item, "ingest_mode = \"function\"")
+	assert.InDelta(t, queryFn, svc.Options[3].Cost, 1e-6, "the query function, as an option")
+	assert.Contains(t, svc.Options[3].Item, "query_mode = \"function\"")
+
+	// Linear in the clusters: ten times the clusters, ten instances; and
+	// never none.
+	assert.InDelta(t, 10*month*instance, line(t, Fleetcast(Reference.Scaled(10), u, Prices), "Cloud Run instance time", ingest.Item).Cost, 1e-6)
+	u.IngestInstances = 0
+	assert.InDelta(t, month*instance, line(t, Fleetcast(Reference, u, Prices), "Cloud Run instance time", ingest.Item).Cost, 1e-6)
 }
 
 func TestBaselineBillFollowsTheDeployment(t *testing.T) {
@@ -199,11 +244,12 @@ func TestFairBaselineIsTheBroadcasterWithFleetcastsReadSide(t *testing.T) {
 		assert.NotEqual(t, "matchmakers' listeners", l.Item)
 		assert.NotEqual(t, "one-off queries", l.Item)
 	}
-	assert.InDelta(t, 2*(4+2*writes+10000/21600.0+10/300.0)*month, line(t, fair, "Firestore reads", "query function's views (queries and streams)").Quantity, 1e-2)
+	assert.InDelta(t, 2*(4+2*writes+10000/21600.0+10/300.0)*month, line(t, fair, "Firestore reads", "query side's views (queries and streams)").Quantity, 1e-2)
 	assert.InDelta(t, 3*writes*1.1*1200*month/(1<<40), line(t, fair, "Pub/Sub", "change feed: publish").Quantity+
 		line(t, fair, "Pub/Sub", "change feed: delivery to each query instance").Quantity, 1e-9, "the feed carries the broadcaster's writes")
-	assert.Equal(t, line(t, Fleetcast(Reference, m.Fleetcast, Prices), "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)"),
-		line(t, fair, "Cloud Run instance time", "query function (1 vCPU + 0.5 GiB)"), "the same query instances")
+	query := queryByInstance(Reference, Prices).Item
+	assert.Equal(t, line(t, Fleetcast(Reference, m.Fleetcast, Prices), "Cloud Run instance time", query),
+		line(t, fair, "Cloud Run instance time", query), "the same query instances, billed alike")
 	assert.Less(t, fair.Total(), full.Total())
 	assert.Greater(t, fair.Total(), Fleetcast(Reference, m.Fleetcast, Prices).Total())
 }

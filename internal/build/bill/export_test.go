@@ -66,7 +66,7 @@ func TestTheExportsSeriesAreWhatMetricsAnswers(t *testing.T) {
 		"summed: per cluster and platform")
 
 	opts := Fleetcast(d, units().Fleetcast, Prices).Options
-	require.Len(t, opts, 4, "the export, per fleet and summed; the query side billed by instance; storing the ingested events' lines")
+	require.Len(t, opts, 5, "the export, per fleet and summed; the ingest and the query side billed the other way; storing the ingested events' lines")
 	perFleet := float64(d.QueryInstances) * (d.Fleets()*6 + 10*3) / 30 * Month.Seconds()
 	assert.InDelta(t, perFleet, opts[0].Quantity, 1)
 	assert.InDelta(t, perFleet*0.06/1e6, opts[0].Cost, 1e-6)
@@ -78,7 +78,7 @@ func TestTheExportsSeriesAreWhatMetricsAnswers(t *testing.T) {
 func TestTracesAreTheSampledShare(t *testing.T) {
 	b := Fleetcast(Reference, units().Fleetcast, Prices)
 	l := line(t, b, "Cloud Trace", "spans sampled (trace_sample_ratio 0.01)")
-	msgs := line(t, b, "Cloud Run requests", "ingest function").Quantity
+	msgs := line(t, Fleetcast(functions(), units().Fleetcast, Prices), "Cloud Run requests", "ingest function").Quantity
 	queries := (10 + 20/3600.0) * Month.Seconds()
 	assert.InDelta(t, 0.01*(msgs*SpansPerTracedUpsert+queries), l.Quantity, 1)
 	none := Reference
@@ -105,9 +105,9 @@ func TestAlertingIsPerConditionAndSeries(t *testing.T) {
 func TestCloudRunsRequestLogsAreBilled(t *testing.T) {
 	m := units()
 	fc := Fleetcast(Reference, m.Fleetcast, Prices)
-	assert.Zero(t, line(t, fc, "Cloud Logging", "ingest function: Cloud Run request logs").Cost, "the accepted pushes' entries are excluded (Terraform's ingest_accepted_pushes)")
-	queries := line(t, fc, "Cloud Run requests", "query function").Quantity
-	assert.InDelta(t, queries*RequestLogBytes/(1<<30), line(t, fc, "Cloud Logging", "query function: Cloud Run request logs").Quantity, 1e-9)
+	assert.Zero(t, line(t, fc, "Cloud Logging", "ingest: Cloud Run request logs").Cost, "the accepted pushes' entries are excluded (Terraform's ingest_accepted_pushes)")
+	queries := line(t, Fleetcast(functions(), m.Fleetcast, Prices), "Cloud Run requests", "query function").Quantity
+	assert.InDelta(t, queries*RequestLogBytes/(1<<30), line(t, fc, "Cloud Logging", "query side: Cloud Run request logs").Quantity, 1e-9, "a service logs each request as a function does")
 
 	bl := Baseline(Reference, m.Baseline, Prices)
 	consumed := line(t, bl, "Cloud Run requests", "consumer function").Quantity
@@ -117,7 +117,7 @@ func TestCloudRunsRequestLogsAreBilled(t *testing.T) {
 	fair := FairBaseline(Reference, m, Prices)
 	n := 0
 	for _, l := range fair.Lines {
-		if l.Item == "query function: Cloud Run request logs" {
+		if l.Item == "query side: Cloud Run request logs" {
 			n++
 			assert.InDelta(t, queries*RequestLogBytes/(1<<30), l.Quantity, 1e-9, "fleetcast's read side's")
 		}
