@@ -51,7 +51,11 @@ module "fleetcast" {
 # What differs from one deployment to the next; the module's variables say
 # what each means.
 variable "project_id" { type = string }
-variable "function_source_zip" { type = string }
+# Unused while both sides run as services.
+variable "function_source_zip" {
+  type    = string
+  default = null
+}
 variable "project_number" {
   type    = string
   default = null

@@ -112,6 +112,8 @@ locals {
     "${join(",", var.query_partitions[k])}=${local.query_partition_urls[k]}"])
   })
   query_memory_limit_mib = 460
+  # Whether some side runs as a function, built from the source zip.
+  functions = var.ingest_mode == "function" || var.query_mode == "function"
   # The ingest function's or service's settings (ingest_mode).
   ingest_env = merge(local.firestore_env, {
     TOMBSTONE_RETENTION  = var.tombstone_retention
@@ -633,7 +635,9 @@ resource "google_service_account_iam_member" "publisher_federation" {
 
 # --- Functions -----------------------------------------------------------------
 
+# The functions' source, for as long as some side runs as a function.
 resource "google_storage_bucket" "source" {
+  count                       = local.functions ? 1 : 0
   project                     = var.project_id
   name                        = "${var.project_id}-${var.name_prefix}-source"
   location                    = var.region
@@ -645,9 +649,22 @@ resource "google_storage_bucket" "source" {
 # Named by content: a changed source is a new object, which redeploys; an
 # unchanged one (the zip is deterministic) changes nothing.
 resource "google_storage_bucket_object" "source" {
+  count  = local.functions ? 1 : 0
   name   = "functions-${filesha256(var.function_source_zip)}.zip"
-  bucket = google_storage_bucket.source.name
+  bucket = google_storage_bucket.source[0].name
   source = var.function_source_zip
+}
+
+# The source's bucket and object were single resources before the modes
+# could both be services.
+moved {
+  from = google_storage_bucket.source
+  to   = google_storage_bucket.source[0]
+}
+
+moved {
+  from = google_storage_bucket_object.source
+  to   = google_storage_bucket_object.source[0]
 }
 
 # The ingest function (ingest_mode = "function").
@@ -662,8 +679,8 @@ resource "google_cloudfunctions2_function" "ingest" {
     service_account = google_service_account.build.id
     source {
       storage_source {
-        bucket = google_storage_bucket.source.name
-        object = google_storage_bucket_object.source.name
+        bucket = google_storage_bucket.source[0].name
+        object = google_storage_bucket_object.source[0].name
       }
     }
   }
@@ -757,8 +774,8 @@ resource "google_cloudfunctions2_function" "query" {
     service_account = google_service_account.build.id
     source {
       storage_source {
-        bucket = google_storage_bucket.source.name
-        object = google_storage_bucket_object.source.name
+        bucket = google_storage_bucket.source[0].name
+        object = google_storage_bucket_object.source[0].name
       }
     }
   }
@@ -814,8 +831,8 @@ resource "google_cloudfunctions2_function" "query_merged" {
     service_account = google_service_account.build.id
     source {
       storage_source {
-        bucket = google_storage_bucket.source.name
-        object = google_storage_bucket_object.source.name
+        bucket = google_storage_bucket.source[0].name
+        object = google_storage_bucket_object.source[0].name
       }
     }
   }

@@ -61,10 +61,11 @@ variable "firestore_location" {
 
 variable "function_source_zip" {
   type        = string
-  description = "Path of the functions' source zip built by `go run ./internal/cmd/source` (deterministic: an unchanged source does not redeploy)."
+  description = "Path of the functions' source zip built by `go run ./internal/cmd/source` (deterministic: an unchanged source does not redeploy). Not needed, and not uploaded, when ingest_mode and query_mode are both service."
+  default     = null
   validation {
-    condition     = fileexists(var.function_source_zip)
-    error_message = "function_source_zip must be an existing file: build it with go run ./internal/cmd/source -o PATH."
+    condition     = var.function_source_zip != null ? fileexists(var.function_source_zip) : var.ingest_mode == "service" && var.query_mode == "service"
+    error_message = "function_source_zip must be an existing file, unless ingest_mode and query_mode are both service: build it with go run ./internal/cmd/source -o PATH."
   }
 }
 

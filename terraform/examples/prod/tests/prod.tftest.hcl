@@ -18,8 +18,8 @@ mock_provider "google" {
 mock_provider "time" {}
 
 variables {
-  project_id          = "studio-fleets"
-  function_source_zip = "main.tf" # any existing file stands in for the zip
+  project_id = "studio-fleets"
+  # Both sides are services: no source zip.
   clusters = {
     "pc-eu"   = { gke_project = "studio-game-eu", node_service_account = "gke-nodes@studio-game-eu.iam.gserviceaccount.com", labels = { platform = "pc" } }
     "ps5-us"  = { gke_project = "studio-game-us", node_service_account = "gke-nodes@studio-game-us.iam.gserviceaccount.com", labels = { platform = "ps5" } }

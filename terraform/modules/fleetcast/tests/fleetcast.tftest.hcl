@@ -195,7 +195,7 @@ run "functions_run_the_code_entry_points" {
     error_message = "entry points must be the registered function names"
   }
   assert {
-    condition     = startswith(google_storage_bucket_object.source.name, "functions-") && google_cloudfunctions2_function.ingest[0].build_config[0].source[0].storage_source[0].object == google_storage_bucket_object.source.name
+    condition     = startswith(google_storage_bucket_object.source[0].name, "functions-") && google_cloudfunctions2_function.ingest[0].build_config[0].source[0].storage_source[0].object == google_storage_bucket_object.source[0].name
     error_message = "the functions deploy the uploaded source, named by its content"
   }
 }
@@ -383,6 +383,31 @@ run "the_ingest_service_takes_the_functions_place" {
     condition     = google_cloud_run_v2_service_iam_member.ingest_invoker.name == google_cloud_run_v2_service.ingest[0].name && output.ingest_url == google_cloud_run_v2_service.ingest[0].uri
     error_message = "only the push account may invoke the service"
   }
+}
+
+run "two_services_need_no_source" {
+  command = apply
+  variables {
+    function_source_zip = null
+    ingest_mode         = "service"
+    ingest_image        = "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-ingest:0.3.0"
+    query_mode          = "service"
+    query_image         = "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-query:0.3.0"
+  }
+  assert {
+    condition     = length(google_storage_bucket.source) == 0 && length(google_storage_bucket_object.source) == 0
+    error_message = "no function, no source to upload"
+  }
+}
+
+run "a_function_needs_the_source" {
+  command = plan
+  variables {
+    function_source_zip = null
+    ingest_mode         = "service"
+    ingest_image        = "europe-west1-docker.pkg.dev/studio-fleets/fleetcast/fleetcast-ingest:0.3.0"
+  }
+  expect_failures = [var.function_source_zip]
 }
 
 run "the_ingest_service_needs_its_image" {
