@@ -122,7 +122,7 @@ CLOUDBUILD_PROJECT = $(word 2,$(subst /, ,$(REGISTRY)))
 BUILD_SERVICE_ACCOUNT ?= $(NAME_PREFIX)-build@$(CLOUDBUILD_PROJECT).iam.gserviceaccount.com
 
 .PHONY: cloudbuild
-cloudbuild: ## Build and push the publisher's and query's images with Cloud Build, no Docker needed (REGISTRY=REGION-docker.pkg.dev/PROJECT/fleetcast; needs gcloud).
+cloudbuild: ## Build and push every program's image (publisher, query, ingest, allocator) with Cloud Build, no Docker needed (REGISTRY=REGION-docker.pkg.dev/PROJECT/fleetcast; needs gcloud).
 	@[[ "$(REGISTRY)" =~ ^[a-z0-9-]+-docker\.pkg\.dev/[a-z][a-z0-9-]+/[a-z0-9._-]+$$ ]] || { echo "make cloudbuild: set REGISTRY to Terraform's output registry, REGION-docker.pkg.dev/PROJECT/REPOSITORY (got \"$(REGISTRY)\")" >&2; exit 2; }
 	@command -v gcloud >/dev/null || { echo "make cloudbuild needs the gcloud CLI" >&2; exit 1; }
 	gcloud builds submit --project $(CLOUDBUILD_PROJECT) --config cloudbuild.yaml \

@@ -13,17 +13,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"net"
-	"time"
+	"net/http"
 
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/functions/ingest"
 	"github.com/fleetcast/fleetcast/internal/cli"
-	"github.com/fleetcast/fleetcast/version"
 )
 
 func main() { cli.Main("fleetcast-ingest", run) }
@@ -35,45 +30,11 @@ function's variables (docs/operations.md). It takes no flags; "fleetcast-ingest 
 prints its version.`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("fleetcast-ingest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, usage) }
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	switch {
-	case fs.NArg() == 1 && fs.Arg(0) == "version":
-		fmt.Fprintln(stdout, version.String("fleetcast-ingest"))
-		return nil
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected arguments %q: configure with the environment (fleetcast-ingest -h)", fs.Args())
-	}
-	var port string
-	var grace time.Duration
-	env := fnruntime.NewEnv(getenv)
-	env.String(&port, "PORT", "8080")
-	env.Duration(&grace, "SHUTDOWN_GRACE", 8*time.Second)
-	// Every bad variable at once: the program's and the ingest's.
-	_, ingestErr := ingest.ConfigFromEnv(getenv)
-	if err := errors.Join(env.Err(), ingestErr); err != nil {
-		return err
-	}
-	// Made before the port opens: a revision that cannot reach its
-	// store or its feed fails to start instead of refusing every push.
-	h, err := ingest.New(ctx, getenv, stdout)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(getenv("HOST"), port))
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	err = fnruntime.Serve(ctx, ln, h, fnruntime.ServeOptions{Name: "fleetcast-ingest", Grace: grace}, stderr)
-	// The spans of the last pushes, within what Cloud Run allows.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	if ferr := fnruntime.FlushTracing(fctx); ferr != nil {
-		fmt.Fprintf(stderr, "fleetcast-ingest: exporting the last spans: %v\n", ferr)
-	}
-	return err
+	return fnruntime.Service{
+		Name: "fleetcast-ingest", Usage: usage,
+		Check: func(getenv func(string) string) error { _, err := ingest.ConfigFromEnv(getenv); return err },
+		New: func(ctx context.Context, getenv func(string) string, logs io.Writer) (http.Handler, error) {
+			return ingest.New(ctx, getenv, logs)
+		},
+	}.Run(ctx, args, getenv, stdout, stderr)
 }

@@ -15,18 +15,13 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"net"
-	"time"
+	"net/http"
 
 	"github.com/fleetcast/fleetcast/fleetapi/fleetrpc"
 	"github.com/fleetcast/fleetcast/functions/fnruntime"
 	"github.com/fleetcast/fleetcast/functions/query"
 	"github.com/fleetcast/fleetcast/internal/cli"
-	"github.com/fleetcast/fleetcast/version"
 )
 
 func main() { cli.Main("fleetcast-query", run) }
@@ -38,43 +33,11 @@ FIRESTORE_DATABASE and the query function's variables (docs/operations.md). It t
 flags; "fleetcast-query version" prints its version.`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("fleetcast-query", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, usage) }
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	switch {
-	case fs.NArg() == 1 && fs.Arg(0) == "version":
-		fmt.Fprintln(stdout, version.String("fleetcast-query"))
-		return nil
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected arguments %q: configure with the environment (fleetcast-query -h)", fs.Args())
-	}
-	var port string
-	var grace time.Duration
-	env := fnruntime.NewEnv(getenv)
-	env.String(&port, "PORT", "8080")
-	env.Duration(&grace, "SHUTDOWN_GRACE", 8*time.Second)
-	// Every bad variable at once: the program's and the query API's.
-	_, queryErr := query.ConfigFromEnv(getenv)
-	if err := errors.Join(env.Err(), queryErr); err != nil {
-		return err
-	}
-	h, err := query.New(ctx, getenv, stdout)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(getenv("HOST"), port))
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	err = fnruntime.Serve(ctx, ln, h, fnruntime.ServeOptions{Name: "fleetcast-query", Grace: grace, H2C: true, EndStreams: fleetrpc.ErrShutdown}, stderr)
-	// The spans of the last requests, within what Cloud Run allows.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	if ferr := fnruntime.FlushTracing(fctx); ferr != nil {
-		fmt.Fprintf(stderr, "fleetcast-query: exporting the last spans: %v\n", ferr)
-	}
-	return err
+	return fnruntime.Service{
+		Name: "fleetcast-query", Usage: usage, H2C: true, EndStreams: fleetrpc.ErrShutdown,
+		Check: func(getenv func(string) string) error { _, err := query.ConfigFromEnv(getenv); return err },
+		New: func(ctx context.Context, getenv func(string) string, logs io.Writer) (http.Handler, error) {
+			return query.New(ctx, getenv, logs)
+		},
+	}.Run(ctx, args, getenv, stdout, stderr)
 }

@@ -1,9 +1,9 @@
 // Package image holds the rules every image of fleetcast's programs
-// follows, as Docker applies them, so that each program's test checks its
-// own Dockerfile by the same rules: every base image pinned by digest; the
-// compiler on the builder's platform, cross-compiling to the target's
-// (TARGETOS and TARGETARCH exist in a stage only once it declares them);
-// Go's minor version that of go.mod; the binary told its version; a
+// follows, as Docker applies them, by which its test checks every
+// program's Dockerfile (cmd/*/Dockerfile): every base image pinned by
+// digest; the compiler on the builder's platform, cross-compiling to the
+// target's (TARGETOS and TARGETARCH exist in a stage only once it declares
+// them); Go's minor version that of go.mod; the binary told its version; a
 // distroless, non-root runtime; and a .dockerignore that keeps out what no
 // build reads but none of what the program's build does.
 package image
